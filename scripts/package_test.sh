@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Packaging test, as an air-gapped site would do it: build the artifact,
+# install it offline into an empty collections path (dependencies satisfied by
+# what is already installed: kubernetes.core in the venv), then document every
+# module and filter and syntax-check the playbooks of the INSTALLED copy.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${VENV:-$repo/.venv}
+export PATH=$venv/bin:$PATH
+unset ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+ansible-galaxy collection build "$repo" --output-path "$work" >/dev/null
+tarball=$(ls "$work"/skaffon-gpu_platform-*.tar.gz)
+echo "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB)"
+
+# Nothing but runtime content may ship.
+if tar -tzf "$tarball" | grep -E '^(tests|simcluster|scripts|benchmarks|build|\.venv|\.ci|\.helper)/'; then
+  echo "FAIL: build_ignore let test or build files into the artifact" >&2
+  exit 1
+fi
+
+site=$("$venv/bin/python" -c 'import ansible_collections.kubernetes.core as m, os; print(os.path.dirname(os.path.dirname(os.path.dirname(m.__path__[0]))))')
+dest=$work/collections
+mkdir -p "$dest"
+export ANSIBLE_COLLECTIONS_PATH=$dest:$site
+ansible-galaxy collection install --offline -p "$dest" "$tarball" >/dev/null
+installed=$dest/ansible_collections/skaffon/gpu_platform
+test -f "$installed/MANIFEST.json"
+
+count=0
+for f in "$installed"/plugins/modules/*.py; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .py)
+  ansible-doc -t module "skaffon.gpu_platform.$name" >/dev/null
+  count=$((count + 1))
+done
+for f in "$installed"/plugins/filter/*.yml; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .yml)
+  ansible-doc -t filter "skaffon.gpu_platform.$name" >/dev/null
+  count=$((count + 1))
+done
+echo "ansible-doc: $count plugins documented"
+
+playbooks=0
+for f in "$installed"/playbooks/*.yml; do
+  [ -e "$f" ] || continue
+  ansible-playbook --syntax-check -i localhost, "skaffon.gpu_platform.$(basename "$f" .yml)" >/dev/null
+  playbooks=$((playbooks + 1))
+done
+[ "$playbooks" -gt 0 ] || { echo "FAIL: no playbook in the installed collection" >&2; exit 1; }
+echo "syntax-check: $playbooks playbooks of the installed collection"
+echo "package: 1 passed, 0 failed"
