@@ -38,7 +38,7 @@ sanity: $(STAMP)
 	VENV=$(VENV) scripts/sanity.sh
 
 lint: $(STAMP) build/collections
-	$(BIN)/ansible-lint --profile production roles playbooks
+	$(BIN)/ansible-lint --profile production $(wildcard roles playbooks inventories)
 
 unit: $(STAMP) build/collections
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
