@@ -92,3 +92,8 @@ KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_UNLIMITED = -1
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+# --- MIG manager / operator pods (mig helper) ------------------------------------
+MIG_MANAGER_APP = "nvidia-mig-manager"               # label app= of the mig-manager DaemonSet pods
+MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
+GPU_OPERATOR_COMPONENT_SELECTOR = "app.kubernetes.io/component=gpu-operator"

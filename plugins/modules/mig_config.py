@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mig_config
+short_description: Apply a MIG profile to GPU nodes through the GPU Operator mig-manager
+version_added: 0.1.0
+author: skaffon.gpu_platform contributors (@skaffon)
+description:
+  - Validates the request before touching anything, for every node listed, then sets the node
+    label C(nvidia.com/mig.config) and watches C(nvidia.com/mig.config.state) until mig-manager
+    reports C(success); finally checks that the node offers what the MIG strategy promises.
+  - Validation - the node exists and is MIG capable (C(nvidia.com/mig.capable=true)); the profile
+    exists in the mig-parted config the cluster uses (ClusterPolicy C(spec.migManager.config.name),
+    else the per-node C(<node>-mig-config), else C(default-mig-parted-config), in the operator
+    namespace) and applies to the node's GPU model (device filters, profiles of the model). An unknown
+    profile fails with the profiles valid for that GPU.
+  - GPU pods on the node make mig-manager wait forever (state C(pending)). They are refused by name
+    unless O(drain=true); then the node is cordoned, the GPU pods are evicted with the policy/v1
+    Eviction API (PodDisruptionBudgets are respected), the label is set, and the node is uncordoned
+    after success.
+  - On C(failed) the module fails with the node's Events and the mig-manager log. On a timeout in
+    C(pending) it explains the known cause (GPU clients not stopping, gpu-operator#2833) and names the
+    pods still on the node.
+  - Nodes are processed one after the other. To roll out node pools in batches, so that a pool never
+    loses all of its GPUs at once, use the role C(skaffon.gpu_platform.mig) or C(playbooks/mig.yml).
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Validation only; reports which nodes would change and which pods would be evicted.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: Before and after values of the MIG labels per node.
+options:
+  nodes:
+    description: Names of the Kubernetes nodes to configure.
+    type: list
+    elements: str
+    required: true
+    aliases: [node]
+  profile:
+    description:
+      - Name of a config of the mig-parted config (for example C(all-1g.10gb), C(all-balanced),
+        C(all-disabled)).
+    type: str
+    required: true
+    aliases: [config]
+  drain:
+    description:
+      - Cordon the node and evict its GPU pods first. Without it, GPU pods on a node fail the task.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds to wait per node for C(nvidia.com/mig.config.state=success).
+    type: int
+    default: 600
+  verify_timeout:
+    description: Seconds to wait after success until allocatable resources and labels match the strategy.
+    type: int
+    default: 120
+  eviction_timeout:
+    description: Seconds to retry evictions refused by a PodDisruptionBudget and to wait for evicted pods.
+    type: int
+    default: 300
+  device_id:
+    description:
+      - PCI device id of the node's GPUs (C(nvidia-smi -q) Device Id, for example C(0x233010DE)), for
+        GPU products missing from the collection's MIG model table.
+    type: str
+  operator_namespace:
+    description: GPU Operator namespace, when the ClusterPolicy has no C(status.namespace) yet.
+    type: str
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML
+notes:
+  - The MIG strategy comes from the ClusterPolicy C(spec.mig.strategy) (default C(single)); C(single)
+    needs one MIG profile per node.
+"""
+
+EXAMPLES = r"""
+- name: Split the H100 nodes into 1g.10gb instances, evicting GPU pods first
+  skaffon.gpu_platform.mig_config:
+    nodes: [gpu-h100-1, gpu-h100-2]
+    profile: all-1g.10gb
+    drain: true
+
+- name: Only check that the profile is valid for the node (nothing changes)
+  skaffon.gpu_platform.mig_config:
+    node: gpu-h100-1
+    profile: all-balanced
+  check_mode: true
+"""
+
+RETURN = r"""
+nodes:
+  description: One entry per node.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: Node name.
+      type: str
+    profile:
+      description: Requested profile.
+      type: str
+    previous:
+      description: Value of C(nvidia.com/mig.config) before.
+      type: str
+    changed:
+      description: Whether the label was (or would be) changed.
+      type: bool
+    strategy:
+      description: MIG strategy of the ClusterPolicy.
+      type: str
+    config_source:
+      description: ConfigMap the profile was validated against.
+      type: str
+    expected:
+      description: Allocatable resources and labels the node must offer after success.
+      type: dict
+    offer:
+      description: What the node offers now (GPU and MIG allocatable, product, MIG labels).
+      type: dict
+    evicted:
+      description: Pods evicted (namespace/name).
+      type: list
+      elements: str
+    would_evict:
+      description: In check mode, the GPU pods that drain would evict.
+      type: list
+      elements: str
+  sample:
+    - node: gpu-h100-1
+      profile: all-1g.10gb
+      previous: all-disabled
+      changed: true
+      strategy: single
+      offer: {allocatable: {nvidia.com/gpu: 56}, product: NVIDIA-H100-80GB-HBM3-MIG-1g.10gb}
+strategy:
+  description: MIG strategy of the ClusterPolicy.
+  returned: success
+  type: str
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import (
+    MigConfigError,
+    MigConfigurator,
+    diff_of,
+)
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import K8sMigApi
+
+
+def argspec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        nodes=dict(type="list", elements="str", required=True, aliases=["node"]),
+        profile=dict(type="str", required=True, aliases=["config"]),
+        drain=dict(type="bool", default=False),
+        timeout=dict(type="int", default=600),
+        verify_timeout=dict(type="int", default=120),
+        eviction_timeout=dict(type="int", default=300),
+        device_id=dict(type="str"),
+        operator_namespace=dict(type="str"),
+    )
+    return spec
+
+
+def main():
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
+    for key in ("timeout", "verify_timeout", "eviction_timeout"):
+        if module.params[key] < 1:
+            module.fail_json(msg="%s must be at least 1 second, got %d" % (key, module.params[key]))
+    try:
+        api = K8sMigApi(get_api_client(module))
+        worker = MigConfigurator(api, module.params, check_mode=module.check_mode, log=module.debug)
+        cluster, results = worker.run()
+    except MigConfigError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    changed = any(r["changed"] for r in results)
+    kwargs = dict(changed=changed, nodes=results, strategy=cluster["strategy"])
+    if module._diff:
+        kwargs["diff"] = diff_of([r for r in results if r["changed"]])
+    module.exit_json(**kwargs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Integration: MIG strategy mixed on the simulated cluster (own cluster: the strategy is cluster-wide)."""
+import os
+
+import pytest
+
+from test_mig_helpers import CRD, install_operator, node, run_mig, write_cluster_file
+
+
+CLUSTER_FILE = write_cluster_file("mig-mixed.yaml", ())
+
+pytestmark = [
+    pytest.mark.needs_shared,
+    pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
+    pytest.mark.cluster(CLUSTER_FILE),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(simcluster):
+    install_operator(simcluster, strategy="mixed")
+    return simcluster
+
+
+def test_mixed_strategy_offers_one_resource_per_profile(cluster):
+    info, results = run_mig(cluster, nodes=["gpu-h100-1"], profile="all-balanced")
+    assert info["strategy"] == "mixed"
+    want = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2,
+            "nvidia.com/mig-3g.40gb": 2}
+    assert {k: v for k, v in results[0]["offer"]["allocatable"].items() if v or k in want} == want \
+        or results[0]["offer"]["allocatable"] == {k: v for k, v in want.items() if v}
+    now = node(cluster, "gpu-h100-1")["metadata"]["labels"]
+    assert now["nvidia.com/mig-1g.10gb.count"] == "4"
+    assert now["nvidia.com/mig-3g.40gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"
+    assert now["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"  # no suffix in mixed
+
+
+def test_mixed_allows_a_per_gpu_layout_then_back_to_disabled(cluster):
+    _, results = run_mig(cluster, nodes=["gpu-h100-2", "gpu-h100-3"], profile="all-1g.10gb.me")
+    assert [r["offer"]["allocatable"].get("nvidia.com/mig-1g.10gb.me") for r in results] == [2, 2]
+    _, results = run_mig(cluster, nodes=["gpu-h100-2"], profile="all-disabled")
+    assert results[0]["offer"]["allocatable"].get("nvidia.com/gpu") == 2
+    assert not [k for k, v in results[0]["offer"]["allocatable"].items() if k.startswith("nvidia.com/mig-") and v]
