@@ -1,0 +1,104 @@
+"""`simcluster --cluster FILE --kubeconfig OUT [--port N]`: serve until SIGTERM/SIGINT.
+
+Prints exactly one line `ready <url>` on stdout once the API answers, the CRDs
+of the cluster file exist and the twins run.
+"""
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+
+import yaml
+
+from . import kubeconfig
+from .server import APIServer
+from .store import Store
+
+
+def _optional(module):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+
+
+def load_cluster(path):
+    mod = _optional("simcluster.clusterfile")
+    if mod is not None:
+        return mod.load(path)
+    with open(path, encoding="utf-8") as fh:
+        spec = yaml.safe_load(fh) or {}
+    base = os.path.dirname(os.path.abspath(path))
+    spec["crds"] = [os.path.normpath(os.path.join(base, p)) for p in spec.get("crds") or []]
+    return spec
+
+
+def load_crds(store, paths):
+    """Create every CustomResourceDefinition found in the files (several documents each)."""
+    key = "customresourcedefinitions.apiextensions.k8s.io"
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            docs = list(yaml.safe_load_all(fh))
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            existing = store.get(key, None, doc["metadata"]["name"])
+            if existing is None:
+                store.create(key, doc, field_manager="simcluster")
+
+
+def start(cluster_path, port=0, host="127.0.0.1"):
+    """Store + server (+ twins when available). Returns (server, twins handle or None)."""
+    spec = load_cluster(cluster_path) if cluster_path else {"crds": [], "nodes": []}
+    store = Store()
+    server = APIServer(store, host, port)
+    load_crds(store, spec.get("crds") or [])
+    handle = None
+    twins = _optional("simcluster.twins")
+    if twins is not None and hasattr(twins, "start"):
+        handle = twins.start(store, spec)
+    thread = threading.Thread(target=server.serve_forever, name="simcluster-http",
+                              kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    return server, handle
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="simcluster", description=__doc__.splitlines()[0])
+    parser.add_argument("--cluster", help="cluster file (YAML)")
+    parser.add_argument("--kubeconfig", required=True, help="kubeconfig file to write")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0 = any free port)")
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def _stop(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        server, handle = start(args.cluster, args.port, args.host)
+    except Exception as exc:  # noqa: BLE001 - report any start failure on stderr, exit 1
+        import traceback
+        traceback.print_exc()
+        print("simcluster: cannot start: %s" % exc, file=sys.stderr)
+        return 1
+    kubeconfig.write(args.kubeconfig, server.url)
+    sys.stdout.write("ready %s\n" % server.url)
+    sys.stdout.flush()
+    while not stop.wait(0.5):
+        pass
+    if handle is not None and hasattr(handle, "stop"):
+        try:
+            handle.stop()
+        except Exception:  # noqa: BLE001
+            pass
+    server.shutdown()
+    server.server_close()
+    return 0
