@@ -97,3 +97,8 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MIG_MANAGER_APP = "nvidia-mig-manager"               # label app= of the mig-manager DaemonSet pods
 MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
 GPU_OPERATOR_COMPONENT_SELECTOR = "app.kubernetes.io/component=gpu-operator"
+
+# --- GPU nodes: host paths of operator-managed components (nodes helper) --------
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"          # driver container rootfs, mounted on the host
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"   # toolkit container installs the runtime here
+NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtime handler name

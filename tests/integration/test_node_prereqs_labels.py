@@ -1,0 +1,192 @@
+"""Integration: node_prereqs labels and taints Node objects of the simulated cluster.
+
+Hosts are local fake roots (host preparation off): one with a host driver
+(nvidia-smi stand-in printing the real H100 capture), one GPU without driver
+(sysfs only). The plan therefore is mixed: driver.enabled=true and
+nvidia.com/gpu.deploy.driver=false on the host-driver node only.
+"""
+import json
+import os
+import stat
+
+import pytest
+import yaml
+
+from playbook import run_playbook
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
+PLAYBOOK = os.path.join(REPO, "playbooks", "node_prereqs.yml")
+PREFIX = "gpu.skaffon.io/"
+
+CLUSTER = {
+    "nodes": [
+        {"name": "gpu-h100-1",
+         "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 1, "memory_mib": 81559, "mig_capable": True},
+         "host_driver": "590.48.01",
+         "labels": {PREFIX + "stale": "x", "team": "ml"},
+         "taints": [{"key": "example.com/maintenance", "effect": "PreferNoSchedule"},
+                    {"key": PREFIX + "old", "value": "y", "effect": "NoSchedule"}]},
+        {"name": "gpu-l40s-1",
+         "gpus": {"model": "NVIDIA-L40S", "count": 1, "memory_mib": 46068, "mig_capable": False},
+         "host_driver": None},
+    ],
+}
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not os.path.isdir(FIXTURES):
+        pytest.skip("real nvidia-smi fixtures not found at %s (../shared next to the repo)" % FIXTURES)
+    from simcluster import testing
+
+    work = tmp_path_factory.mktemp("labels")
+    path = os.path.join(str(work), "cluster.yaml")
+    with open(path, "w") as handle:
+        yaml.safe_dump(CLUSTER, handle)
+    sim = testing.start(path, os.path.join(str(work), "sim"))
+    try:
+        yield sim, str(work)
+    finally:
+        sim.stop()
+
+
+def put(root, path, text, mode=0o644):
+    full = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as handle:
+        handle.write(text)
+    os.chmod(full, mode)
+    return full
+
+
+def fake_roots(work):
+    h100 = os.path.join(work, "h100")
+    put(h100, "/etc/os-release", 'ID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.5 LTS"\n')
+    smi = put(h100, "/opt/bin/nvidia-smi", "#!/bin/sh\ncat '%s'\n" % os.path.join(
+        FIXTURES, "h100-80gb-hbm3_mig-enabled__590.48.01__query-gpu.csv"), stat.S_IRWXU)
+    l40s = os.path.join(work, "l40s")
+    put(l40s, "/etc/os-release", 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian GNU/Linux 12"\n')
+    for name, value in (("vendor", "0x10de"), ("device", "0x26b9"), ("class", "0x030200")):
+        put(l40s, "/sys/bus/pci/devices/0000:01:00.0/" + name, value + "\n")
+    return h100, smi, l40s
+
+
+def inventory(work, sim, h100_taints=True):
+    h100, smi, l40s = fake_roots(work)
+    common = {"ansible_connection": "local", "ansible_become": False,
+              "node_prereqs_prepare_host": False, "node_prereqs_kubeconfig": sim.kubeconfig}
+    h100_vars = dict(common, node_prereqs_facts_root=h100, node_prereqs_nvidia_smi_path=smi,
+                     node_prereqs_pool={"accelerator": "h100", "topology": "nvlink", "workload": "training"},
+                     node_prereqs_pool_taints=[{"key": "workload", "value": "training", "effect": "NoSchedule"}]
+                     if h100_taints else [])
+    l40s_vars = dict(common, node_prereqs_facts_root=l40s, node_prereqs_kernel_release="6.1.0-1-amd64",
+                     node_prereqs_pool={"accelerator": "l40s", "sharing": "time-slicing"})
+    data = {"all": {"children": {"gpu_nodes": {"hosts": {"gpu-h100-1": h100_vars, "gpu-l40s-1": l40s_vars}}}}}
+    path = os.path.join(work, "inventory.json")
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    return path
+
+
+def node(sim, name):
+    obj = sim.dynamic().resources.get(api_version="v1", kind="Node").get(name=name).to_dict()
+    return obj["metadata"].get("labels") or {}, obj["spec"].get("taints") or []
+
+
+def ours(labels):
+    return dict((k, v) for k, v in labels.items() if k.startswith(PREFIX) or k.startswith("nvidia.com/gpu.deploy."))
+
+
+def changed(result):
+    return sum(result.changed(h) for h in ("gpu-h100-1", "gpu-l40s-1"))
+
+
+def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
+    sim, work = cluster
+    inv = inventory(work, sim)
+    before = {name: node(sim, name) for name in ("gpu-h100-1", "gpu-l40s-1")}
+
+    dry = run_playbook(PLAYBOOK, sim.env, inventory=inv, check=True)
+    assert dry.rc == 0, dry
+    assert dry.changed("gpu-h100-1") == 1 and dry.changed("gpu-l40s-1") == 1, dry
+    assert {name: node(sim, name) for name in before} == before
+
+    first = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert first.rc == 0, first
+    assert first.changed("gpu-h100-1") == 1 and first.changed("gpu-l40s-1") == 1, first
+    labels, taints = node(sim, "gpu-h100-1")
+    assert ours(labels) == {PREFIX + "accelerator": "h100", PREFIX + "topology": "nvlink",
+                            PREFIX + "workload": "training", "nvidia.com/gpu.deploy.driver": "false"}
+    assert labels["team"] == "ml"                       # not ours: kept
+    assert [(t["key"], t.get("value"), t["effect"]) for t in taints] == [
+        ("example.com/maintenance", None, "PreferNoSchedule"),   # not ours: kept, in place
+        (PREFIX + "workload", "training", "NoSchedule")]          # PREFIX/old removed
+    labels, taints = node(sim, "gpu-l40s-1")
+    assert ours(labels) == {PREFIX + "accelerator": "l40s", PREFIX + "sharing": "time-slicing"}
+    plan = first.task_results("Plan driver and toolkit ownership from every host's facts", "gpu-h100-1")
+    assert plan and plan[0]["ansible_facts"]["node_prereqs_plan"]["driver_enabled"] is True
+
+    second = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert second.rc == 0 and changed(second) == 0, second
+
+    again_dry = run_playbook(PLAYBOOK, sim.env, inventory=inv, check=True)
+    assert again_dry.rc == 0 and changed(again_dry) == 0, again_dry
+
+    # The pool taint leaves the inventory: removed, the foreign taint stays.
+    inv = inventory(work, sim, h100_taints=False)
+    third = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert third.rc == 0 and third.changed("gpu-h100-1") == 1 and third.changed("gpu-l40s-1") == 0, third
+    taints = node(sim, "gpu-h100-1")[1]
+    assert [t["key"] for t in taints] == ["example.com/maintenance"]
+
+
+def test_one_patch_per_node_no_label_chains(cluster):
+    sim, work = cluster
+    inv = inventory(work, sim)
+    sim.reset_stats()
+    result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert result.rc == 0, result
+    calls = sim.stats()["by_resource"]["nodes"]
+    # per node: k8s_info GET, k8s GET (its diff base), one merge PATCH
+    assert calls.get("patch") == 2, calls
+    assert calls.get("get", 0) <= 4, calls
+    assert set(calls) <= {"get", "patch"}, calls
+
+
+def test_missing_node_is_refused(cluster):
+    sim, work = cluster
+    inv = inventory(work, sim)
+    with open(inv) as handle:
+        data = json.load(handle)
+    data["all"]["children"]["gpu_nodes"]["hosts"]["gpu-l40s-1"]["node_prereqs_node_name"] = "no-such-node"
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert result.failed("gpu-l40s-1") == 1
+    assert any("no-such-node" in m and "does not exist" in m for m in result.failure_messages()), result
+
+
+@pytest.mark.parametrize("pool,taints,expected", [
+    ({"accelerater": "h100"}, [], "node_prereqs_pool on gpu-h100-1 must map only accelerator, topology"),
+    ({"accelerator": "H100 SXM"}, [], "got {\"accelerator\": \"H100 SXM\"}"),
+    ({}, [{"key": "workload", "value": "x", "effect": "NoShedule"}], "NoShedule"),
+])
+def test_bad_pool_input_is_refused_before_anything(tmp_path, pool, taints, expected):
+    root = str(tmp_path)
+    h100, smi = fake_roots(root)[:2]
+    hostvars = {"ansible_connection": "local", "ansible_become": False, "node_prereqs_label_nodes": False,
+                "node_prereqs_facts_root": h100, "node_prereqs_nvidia_smi_path": smi,
+                "node_prereqs_pool": pool, "node_prereqs_pool_taints": taints}
+    path = os.path.join(root, "inventory.json")
+    with open(path, "w") as handle:
+        json.dump({"all": {"children": {"gpu_nodes": {"hosts": {"gpu-h100-1": hostvars}}}}}, handle)
+    result = run_playbook(PLAYBOOK, dict(os.environ), inventory=path)
+    assert result.failed("gpu-h100-1") == 1
+    assert result.changed("gpu-h100-1") == 0
+    assert any(expected in m for m in result.failure_messages()), result
+    # refused before detection: no facts task ran
+    assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []
