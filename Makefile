@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
 
-.PHONY: all venv demo test sanity lint unit integration package clean
+.PHONY: all venv demo test sanity lint unit integration package bench clean
 
 all: test
 
@@ -44,10 +44,14 @@ unit: $(STAMP) build/collections
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 integration: $(STAMP) build/collections
+	scripts/system_deps.sh
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/integration simcluster/tests $(PYTEST_ARGS)
 
 package: $(STAMP)
 	VENV=$(VENV) scripts/package_test.sh
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/simcluster_rps.py
 
 clean:
 	rm -rf build tests/output .pytest_cache *.tar.gz
