@@ -1,0 +1,191 @@
+"""Cluster file: what the simulated cluster is made of (nodes, faults, timings).
+
+load(path) returns a validated, normalised dict; mistakes raise ClusterFileError
+naming the field and the fix. The format is documented in
+docs/simcluster-clusterfile.md; examples live in tests/clusters/.
+"""
+
+import os
+import re
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
+DEFAULT_MIG_PARTED = os.path.join(SHARED, "upstream", "gpu-operator", "default-mig-parted-config.yaml")
+
+DEFAULT_TIMINGS = {
+    "pod_start": 0.1,         # bound pod -> containers running
+    "operand_start": 0.2,     # GPU operator operand pods (device plugin, GFD, ...) -> ready
+    "driver_install": 0.3,    # operator-managed driver pod -> ready
+    "mig_reconfigure": 0.3,   # mig-manager pending -> success/failed
+    "image_pull_backoff": 0.2,  # ErrImagePull -> ImagePullBackOff
+    "job_run": 0.1,           # run-to-completion pods: Running -> Succeeded
+    "crash_backoff": 0.2,     # container error -> CrashLoopBackOff
+}
+FAULTS = {
+    "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff
+    "nfd_labels_missing": bool,             # NFD never labels nodes -> NFDLabelsMissing
+    "mig_pending_forever": list,            # node names: mig.config.state stays pending
+    "device_plugin_crashloop": list,        # node names: device plugin pod CrashLoopBackOff
+    "image_pull_fail": list,                # image references that never pull
+}
+NFD_MODES = ("operator", "preinstalled", "absent")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "labels", "taints", "cpu", "memory",
+             "pods", "ephemeral_storage", "unschedulable", "role", "mig_config", "machine",
+             "container_runtime", "default_runtime", "kernel", "os_image", "annotations"}
+GPU_KEYS = {"model", "count", "memory_mib", "mig_capable"}
+TOP_KEYS = {"crds", "nodes", "faults", "timings", "registries", "nfd", "mig_parted_config",
+            "name", "description", "kubernetes_version"}
+
+
+class ClusterFileError(ValueError):
+    pass
+
+
+def _err(path, msg):
+    raise ClusterFileError("%s: %s" % (path, msg))
+
+
+def load(path):
+    """Read and validate a cluster file; relative paths resolve against its folder."""
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    return validate(data, os.path.dirname(os.path.abspath(path)), source=path)
+
+
+def validate(data, base_dir=".", source="cluster file"):
+    if not isinstance(data, dict):
+        _err(source, "top level must be a mapping with at least `nodes:`")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        _err(source, "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(TOP_KEYS)))
+    spec = {"name": data.get("name") or os.path.splitext(os.path.basename(str(source)))[0],
+            "description": data.get("description") or ""}
+    crds = data.get("crds") or []
+    if not isinstance(crds, list):
+        _err("crds", "must be a list of file paths")
+    spec["crds"] = [os.path.normpath(os.path.join(base_dir, p)) for p in crds]
+    mpc = data.get("mig_parted_config")
+    spec["mig_parted_config"] = (os.path.normpath(os.path.join(base_dir, mpc)) if mpc
+                                 else DEFAULT_MIG_PARTED)
+    nfd = data.get("nfd", "operator")
+    if nfd not in NFD_MODES:
+        _err("nfd", "must be one of %s, got %r" % (", ".join(NFD_MODES), nfd))
+    spec["nfd"] = nfd
+    regs = data.get("registries")
+    if regs is not None and (not isinstance(regs, list) or not all(isinstance(r, str) for r in regs)):
+        _err("registries", "must be a list of registry hosts (e.g. [registry.local:5000])")
+    spec["registries"] = regs
+    spec["kubernetes_version"] = str(data.get("kubernetes_version") or "v1.35.0")
+
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        _err("nodes", "must be a non-empty list of nodes (each needs at least `name:`)")
+    seen = set()
+    spec["nodes"] = []
+    for i, node in enumerate(nodes):
+        spec["nodes"].append(_node(node, "nodes[%d]" % i, seen))
+
+    faults = data.get("faults") or {}
+    if not isinstance(faults, dict):
+        _err("faults", "must be a mapping")
+    out_faults = {}
+    for key, value in faults.items():
+        if key not in FAULTS:
+            _err("faults.%s" % key, "unknown fault; known: %s" % ", ".join(sorted(FAULTS)))
+        if not isinstance(value, FAULTS[key]):
+            _err("faults.%s" % key, "must be a %s" % FAULTS[key].__name__)
+        if FAULTS[key] is list and key != "image_pull_fail":
+            for name in value:
+                if name not in seen:
+                    _err("faults.%s" % key, "node %r is not in nodes" % name)
+        out_faults[key] = value
+    spec["faults"] = out_faults
+
+    timings = dict(DEFAULT_TIMINGS)
+    for key, value in (data.get("timings") or {}).items():
+        if key not in DEFAULT_TIMINGS:
+            _err("timings.%s" % key, "unknown timing; known: %s" % ", ".join(sorted(DEFAULT_TIMINGS)))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            _err("timings.%s" % key, "must be a number of seconds >= 0, got %r" % (value,))
+        timings[key] = float(value)
+    spec["timings"] = timings
+    return spec
+
+
+def _node(node, where, seen):
+    if isinstance(node, str):
+        node = {"name": node}
+    if not isinstance(node, dict):
+        _err(where, "must be a mapping with `name:`")
+    unknown = set(node) - NODE_KEYS
+    if unknown:
+        _err(where, "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(NODE_KEYS)))
+    name = node.get("name")
+    if not isinstance(name, str) or not _DNS1123.match(name) or len(name) > 253:
+        _err(where + ".name", "must be a DNS-1123 subdomain (lowercase letters, digits, '-', '.'), "
+             "got %r" % (name,))
+    if name in seen:
+        _err(where + ".name", "duplicate node name %r" % name)
+    seen.add(name)
+    out = {"name": name,
+           "cpu": str(node.get("cpu", "32")), "memory": str(node.get("memory", "256Gi")),
+           "pods": int(node.get("pods", 110)),
+           "ephemeral_storage": str(node.get("ephemeral_storage", "500Gi")),
+           "unschedulable": bool(node.get("unschedulable", False)),
+           "role": node.get("role", "worker"),
+           "machine": node.get("machine", "SimCluster-Server"),
+           "container_runtime": node.get("container_runtime", "containerd://2.0.4"),
+           "default_runtime": node.get("default_runtime"),
+           "kernel": node.get("kernel", "5.15.0-102-generic"),
+           "os_image": node.get("os_image", "Ubuntu 22.04.4 LTS"),
+           "annotations": dict(node.get("annotations") or {})}
+    if out["role"] not in ("worker", "control-plane"):
+        _err(where + ".role", "must be worker or control-plane")
+    gpus = node.get("gpus")
+    if gpus:
+        if not isinstance(gpus, dict) or set(gpus) - GPU_KEYS:
+            _err(where + ".gpus", "must be a mapping with keys %s" % sorted(GPU_KEYS))
+        if not gpus.get("model"):
+            _err(where + ".gpus.model", "required, the nvidia.com/gpu.product value "
+                 "(e.g. NVIDIA-H100-80GB-HBM3)")
+        count = gpus.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            _err(where + ".gpus.count", "must be an integer >= 1")
+        from .twins.gpu_models import model_info  # local: keeps load() importable alone
+        info = model_info(gpus["model"], gpus.get("memory_mib"))
+        out["gpus"] = {"model": gpus["model"], "count": count,
+                       "memory_mib": int(gpus.get("memory_mib") or info["memory_mib"]),
+                       "mig_capable": bool(gpus.get("mig_capable", bool(info["mig"])))}
+        if out["gpus"]["mig_capable"] and not info["mig"]:
+            _err(where + ".gpus.mig_capable", "model %s has no MIG profiles in "
+                 "simcluster/twins/gpu_models.py; add them or set mig_capable: false" % gpus["model"])
+    else:
+        out["gpus"] = None
+    drv = node.get("host_driver")
+    if drv is not None and not re.match(r"^\d+\.\d+(\.\d+)?$", str(drv)):
+        _err(where + ".host_driver", "must be a driver version like \"550.54.15\" or null")
+    out["host_driver"] = str(drv) if drv is not None else None
+    out["host_toolkit"] = bool(node.get("host_toolkit", False))
+    if out["host_toolkit"] and not out["host_driver"]:
+        _err(where + ".host_toolkit", "a host toolkit needs a host driver (host_driver: null)")
+    if out["default_runtime"] is None:
+        out["default_runtime"] = "nvidia" if out["host_toolkit"] else "runc"
+    labels = node.get("labels") or {}
+    if not isinstance(labels, dict):
+        _err(where + ".labels", "must be a mapping")
+    out["labels"] = {str(k): "" if v is None else str(v) for k, v in labels.items()}
+    taints = node.get("taints") or []
+    if not isinstance(taints, list):
+        _err(where + ".taints", "must be a list of {key, value, effect}")
+    for j, t in enumerate(taints):
+        if not isinstance(t, dict) or not t.get("key") or t.get("effect") not in (
+                "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            _err("%s.taints[%d]" % (where, j), "needs key and effect NoSchedule|PreferNoSchedule|NoExecute")
+    out["taints"] = [{k: str(v) for k, v in t.items() if k in ("key", "value", "effect")}
+                     for t in taints]
+    out["mig_config"] = node.get("mig_config", "all-disabled")
+    return out

@@ -1,0 +1,113 @@
+"""Kubelet twin: pod lifecycle, CUDA sample logs, image pulls."""
+import pytest
+
+from simcluster.twins.testkit import TwinCluster, pod, status_word
+
+CUDA_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+
+
+@pytest.fixture(params=["fake", "real"])
+def cluster(request):
+    with TwinCluster("default.yaml", store=request.param) as c:
+        yield c
+
+
+def test_plain_pod_goes_running_and_ready(cluster):
+    c = cluster
+    c.store.create("pods", pod("web"))
+    p = c.wait(lambda: status_word(c.pod("default", "web")) == "Running" and c.pod("default", "web"))
+    st = p["status"]
+    assert st["phase"] == "Running" and st["podIP"] and st["hostIP"]
+    assert st["containerStatuses"][0]["ready"] is True
+    assert {x["type"]: x["status"] for x in st["conditions"]}["Ready"] == "True"
+
+
+def test_init_containers_complete_before_the_main_container(cluster):
+    c = cluster
+    c.store.create("pods", pod("withinit", initContainers=[{"name": "setup", "image": "busybox:1.36"}]))
+    p = c.wait(lambda: status_word(c.pod("default", "withinit")) == "Running" and c.pod("default", "withinit"))
+    init = p["status"]["initContainerStatuses"][0]
+    assert init["state"]["terminated"]["reason"] == "Completed"
+
+
+def test_cuda_vectoradd_on_a_gpu_node_passes(cluster):
+    c = cluster
+    c.install_operator()
+    c.wait(lambda: c.allocatable("gpu-l40s-1") == "4")
+    c.store.create("pods", pod("cuda-vectoradd", image=CUDA_IMAGE, gpus=1, restartPolicy="OnFailure"))
+    p = c.wait(lambda: status_word(c.pod("default", "cuda-vectoradd")) == "Completed"
+               and c.pod("default", "cuda-vectoradd"))
+    assert p["status"]["phase"] == "Succeeded"
+    log = c.logs("default", "cuda-vectoradd", "main")
+    assert log.rstrip().endswith("Test PASSED")
+    assert "[Vector addition of 50000 elements]" in log
+
+
+def test_cuda_sample_without_a_gpu_request_fails(cluster):
+    c = cluster
+    c.store.create("pods", pod("nogpu", image=CUDA_IMAGE, restartPolicy="Never"))
+    p = c.wait(lambda: (c.pod("default", "nogpu").get("status") or {}).get("phase") == "Failed"
+               and c.pod("default", "nogpu"))
+    assert status_word(p) == "Error"
+    assert "no CUDA-capable device is detected" in c.logs("default", "nogpu", "main")
+
+
+def test_cuda_sample_waits_while_no_gpu_is_allocatable(cluster):
+    c = cluster
+    c.store.create("pods", pod("early", image=CUDA_IMAGE, gpus=1))
+    c.settle()
+    assert c.pod("default", "early")["status"]["phase"] == "Pending"
+    c.install_operator()
+    c.wait(lambda: c.pod("default", "early")["status"].get("phase") == "Succeeded", timeout=15)
+
+
+@pytest.mark.parametrize("store", ["fake", "real"])
+def test_air_gapped_cluster_cannot_pull_public_images(store):
+    with TwinCluster("airgapped.yaml", store=store) as c:
+        c.store.create("pods", pod("public", image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"))
+        c.store.create("pods", pod("hub", image="busybox:1.36"))
+        c.store.create("pods", pod("mirror", image="registry.local:5000/library/busybox:1.36"))
+        c.wait(lambda: status_word(c.pod("default", "mirror")) == "Running")
+        c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
+        c.wait(lambda: status_word(c.pod("default", "hub")) == "ImagePullBackOff")
+        msg = c.pod("default", "public")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        assert "nvcr.io" in msg and "no such host" in msg
+        failed = c.wait(lambda: c.events("Failed", "public"))
+        assert failed and "failed to pull and unpack image" in failed[0]["message"]
+
+
+def test_err_image_pull_comes_before_the_backoff():
+    with TwinCluster("airgapped.yaml", timings={"image_pull_backoff": 0.5}) as c:
+        c.store.create("pods", pod("public", image="docker.io/library/busybox:1.36"))
+        c.wait(lambda: status_word(c.pod("default", "public")) == "ErrImagePull")
+        c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
+
+
+def test_behaviour_annotation_makes_a_container_crash(cluster):
+    c = cluster
+    p = pod("crashy")
+    p["metadata"]["annotations"] = {"simcluster.skaffon.io/behaviour": "crash"}
+    c.store.create("pods", p)
+    got = c.wait(lambda: status_word(c.pod("default", "crashy")) == "CrashLoopBackOff"
+                 and c.pod("default", "crashy"))
+    cs = got["status"]["containerStatuses"][0]
+    assert cs["restartCount"] >= 1 and cs["lastState"]["terminated"]["exitCode"] == 1
+
+
+def test_logs_go_away_with_the_pod(cluster):
+    c = cluster
+    c.store.create("pods", pod("gone", image=CUDA_IMAGE, restartPolicy="Never"))
+    c.wait(lambda: c.logs("default", "gone", "main"))
+    c.store.delete("pods", "default", "gone")
+    c.store.create("pods", pod("other"))
+    c.wait(lambda: c.logs("default", "gone", "main") is None)
+
+
+def test_pod_bound_by_hand_beyond_the_node_gpus_is_rejected_by_the_kubelet(cluster):
+    c = cluster
+    c.store.create("pods", pod("pinned", gpus=1, nodeName="gpu-l40s-1"))
+    got = c.wait(lambda: (c.pod("default", "pinned").get("status") or {}).get("phase") == "Failed"
+                 and c.pod("default", "pinned"))
+    assert status_word(got) == "OutOfnvidia.com/gpu"
+    assert got["status"]["message"].startswith(
+        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1")

@@ -1,0 +1,127 @@
+"""Scheduler twin: binding, resource fit, taints, affinity and the real-style message."""
+import pytest
+
+from simcluster.twins.testkit import TwinCluster, pod, status_word
+
+
+@pytest.fixture(params=["fake", "real"])
+def cluster(request):
+    with TwinCluster("default.yaml", store=request.param) as c:
+        yield c
+
+
+def _with_gpus(c):
+    """GPUs become allocatable when the operator's device plugin runs."""
+    c.install_operator()
+    c.wait(lambda: c.allocatable("gpu-h100-1") == "8" and c.allocatable("gpu-l40s-1") == "4",
+           what="GPUs allocatable")
+
+
+def _scheduled(c, name, ns="default"):
+    p = c.pod(ns, name)
+    for cond in (p.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "PodScheduled":
+            return cond
+    return None
+
+
+def test_gpu_pod_is_bound_to_a_node_with_free_gpus(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.create("pods", pod("train", gpus=6))
+    c.wait(lambda: c.pod("default", "train")["spec"].get("nodeName"))
+    assert c.pod("default", "train")["spec"]["nodeName"] == "gpu-h100-1"
+    assert _scheduled(c, "train")["status"] == "True"
+    c.wait(lambda: status_word(c.pod("default", "train")) == "Running")
+    ev = c.wait(lambda: c.events("Scheduled", "train"))
+    assert ev[0]["message"] == "Successfully assigned default/train to gpu-h100-1"
+
+
+def test_no_node_with_enough_gpus_leaves_the_pod_pending_with_the_real_message(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.create("pods", pod("huge", gpus=9))
+    cond = c.wait(lambda: _scheduled(c, "huge"), what="PodScheduled condition")
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    assert "preemption: 0/3 nodes are available: 3 No preemption victims found" in cond["message"]
+    assert c.pod("default", "huge")["status"]["phase"] == "Pending"
+    assert not c.pod("default", "huge")["spec"].get("nodeName")
+    ev = c.wait(lambda: c.events("FailedScheduling", "huge"))    # recorded right after the status
+    assert ev[0]["type"] == "Warning" and ev[0]["message"] == cond["message"]
+
+
+def test_gpus_are_accounted_between_pods(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.create("pods", pod("a", gpus=8))
+    c.store.create("pods", pod("b", gpus=4))
+    c.store.create("pods", pod("c", gpus=1))
+    cond = c.wait(lambda: (_scheduled(c, "c") or {}).get("status") == "False" and _scheduled(c, "c"))
+    assert "3 Insufficient nvidia.com/gpu" in cond["message"]
+    c.store.delete("pods", "default", "a")
+    c.wait(lambda: c.pod("default", "c")["spec"].get("nodeName") == "gpu-h100-1",
+           what="rescheduled once GPUs are free")
+
+
+def test_reasons_aggregate_taints_affinity_and_resources(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.merge_patch("nodes", None, "gpu-l40s-1", {"spec": {"taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}})
+    c.store.create("pods", pod("picky", gpus=1, nodeSelector={"topology.kubernetes.io/zone": "b"}))
+    cond = c.wait(lambda: _scheduled(c, "picky"))
+    msg = cond["message"]
+    assert msg.startswith("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, "
+                          "1 node(s) didn't match Pod's node affinity/selector, "
+                          "1 node(s) had untolerated taint {nvidia.com/gpu: present}.")
+    assert "1 No preemption victims found for incoming pod, 2 Preemption is not helpful" in msg
+
+
+def test_tolerations_and_required_node_affinity_are_honoured(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.merge_patch("nodes", None, "gpu-l40s-1", {"spec": {"taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}})
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "node-pool", "operator": "In", "values": ["l40s"]}]}]}}}
+    c.store.create("pods", pod("l40s", gpus=1, affinity=affinity,
+                               tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists",
+                                             "effect": "NoSchedule"}]))
+    c.wait(lambda: c.pod("default", "l40s")["spec"].get("nodeName") == "gpu-l40s-1")
+
+
+def test_cordoned_node_is_skipped(cluster):
+    c = cluster
+    _with_gpus(c)
+    c.store.merge_patch("nodes", None, "gpu-h100-1", {"spec": {"unschedulable": True}})
+    c.store.create("pods", pod("x", gpus=5))
+    cond = c.wait(lambda: _scheduled(c, "x"))
+    assert "1 node(s) were unschedulable" in cond["message"]
+
+
+def test_gpu_pod_before_operator_is_unschedulable(cluster):
+    c = cluster
+    c.store.create("pods", pod("early", gpus=1))
+    cond = c.wait(lambda: _scheduled(c, "early"))
+    assert cond["message"].startswith("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+
+
+def test_other_schedulers_pods_are_left_alone(cluster):
+    c = cluster
+    c.store.create("pods", pod("kai", schedulerName="kai-scheduler"))
+    c.store.create("pods", pod("plain"))
+    c.wait(lambda: c.pod("default", "plain")["spec"].get("nodeName"))
+    c.settle()
+    p = c.pod("default", "kai")
+    assert not p["spec"].get("nodeName") and not (p.get("status") or {}).get("conditions")
+
+
+def test_cpu_and_memory_requests_are_checked(cluster):
+    c = cluster
+    c.store.create("pods", pod("fat", resources={"requests": {"cpu": "200", "memory": "1Gi"}}))
+    cond = c.wait(lambda: _scheduled(c, "fat"))
+    assert "3 Insufficient cpu" in cond["message"]
+    c.store.create("pods", pod("slim", resources={"requests": {"cpu": "100m", "memory": "64Mi"}}))
+    c.wait(lambda: c.pod("default", "slim")["spec"].get("nodeName"))

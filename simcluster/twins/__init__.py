@@ -1,0 +1,69 @@
+"""Cluster twins: the controllers that make the simulated cluster behave.
+
+start(store, spec) registers the nodes of the cluster spec (see
+simcluster.clusterfile), then runs every twin on one worker thread, driven by
+store events and timers. The twins use only the Store protocol
+(simcluster/store_api.py), so their writes pass admission like a real
+controller's.
+"""
+
+from .context import Ctx
+from .device_plugin import DevicePlugin
+from .gpu_operator import GpuOperator
+from .kubelet import Kubelet
+from .mig_manager import MigManager
+from .nodes import Nodes
+from .runtime import Runtime
+from .scheduler import Scheduler
+from .workloads import (DaemonSets, Deployments, GarbageCollector, Jobs, ReplicaSets,
+                        StatefulSets)
+
+
+class Handle:
+    """What start() returns: stop() ends the twins; settle() waits for quiet (tests)."""
+
+    def __init__(self, store, ctx, runtime):
+        self.store = store
+        self.ctx = ctx
+        self.runtime = runtime
+
+    @property
+    def errors(self):
+        return self.runtime.errors
+
+    def settle(self, timeout=10.0, horizon=0.0):
+        return self.runtime.settle(timeout, horizon)
+
+    def stop(self):
+        try:
+            self.store.unsubscribe(self.runtime.on_event)
+        except AttributeError:
+            pass
+        self.runtime.stop()
+
+
+def build(store, spec):
+    """Create the twins without starting the thread (tests may drive passes by hand)."""
+    runtime = Runtime()
+    ctx = Ctx(store, spec, runtime)
+    runtime.on_change = ctx.invalidate
+    ctx.nodes = Nodes(ctx)
+    ctx.operator = GpuOperator(ctx)
+    ctx.mig = MigManager(ctx)
+    ctx.plugin = DevicePlugin(ctx)
+    ctx.kubelet = Kubelet(ctx)
+    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook]
+    # order matters only for speed of convergence: observers first, then writers of pods
+    runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
+                           Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
+                           Jobs(ctx), Scheduler(ctx), ctx.kubelet]
+    return ctx, runtime
+
+
+def start(store, spec):
+    ctx, runtime = build(store, spec)
+    ctx.nodes.register()
+    store.subscribe(runtime.on_event)
+    runtime.start()
+    runtime.kick()
+    return Handle(store, ctx, runtime)

@@ -1,0 +1,444 @@
+"""GPU Operator twin: ClusterPolicy -> node labels, operand DaemonSets, status.
+
+Acts only while the operator Deployment (labels app=gpu-operator,
+app.kubernetes.io/component=gpu-operator) has a ready pod, in that
+Deployment's namespace, like the real operator. Behaviour follows
+shared/upstream/FACTS.md:
+  * NFD labels missing on every node -> state ready, Ready=True reason NFDLabelsMissing;
+  * no node with an NVIDIA PCI device -> state ready, reason NoGPUNodes;
+  * operand DaemonSets with unavailable pods -> state notReady, Ready=False (reason Error)
+    + Error=True reason OperandNotReady "ClusterPolicy is not ready; states not ready: [...]";
+  * all ready -> state ready, Ready=True reason Reconciled + Error=False.
+Node labels: nvidia.com/gpu.present and nvidia.com/gpu.deploy.<operand>=true unless the
+label already has a non-empty value (so `false` sticks); deploy.operands=false turns
+every operand off; a host driver under an operator-managed driver is detected by the
+driver pod's k8s-driver-manager, which labels the node deploy.driver=pre-installed.
+"""
+
+import json
+import os
+
+from ..errors import ApiError
+from .context import CLUSTER_POLICIES
+from .util import clone, fnv32a, owner_ref, patch_labels, set_condition, write_status
+
+DEPLOY = "nvidia.com/gpu.deploy."
+LAST_APPLIED = "nvidia.com/last-applied-hash"
+PRESENT = "nvidia.com/gpu.present"
+MIG_CAPABLE = "nvidia.com/mig.capable"
+MIG_CONFIG = "nvidia.com/mig.config"
+NFD_PREFIX = "feature.node.kubernetes.io/"
+NFD_GPU_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
+                  "feature.node.kubernetes.io/pci-0302_10de.present",
+                  "feature.node.kubernetes.io/pci-0300_10de.present")
+VALIDATOR_INITS = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
+
+
+def _op(state, ds, key, deploy, repo, image, version, init, containers, enabled=True):
+    return {"state": state, "ds": ds, "key": key, "deploy": deploy, "image": (repo, image, version),
+            "init": init, "containers": containers, "default_enabled": enabled}
+
+
+# Real state names, DaemonSet names, node-selector labels and default images (values.yaml).
+OPERANDS = [
+    _op("state-driver", "nvidia-driver-daemonset", "driver", "driver", "nvcr.io/nvidia", "driver",
+        "595.91.07", ["k8s-driver-manager"], ["nvidia-driver-ctr"]),
+    _op("state-container-toolkit", "nvidia-container-toolkit-daemonset", "toolkit",
+        "container-toolkit", "nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0",
+        ["driver-validation"], ["nvidia-container-toolkit-ctr"]),
+    _op("state-operator-validation", "nvidia-operator-validator", "validator", "operator-validator",
+        "nvcr.io/nvidia", "gpu-operator", None, VALIDATOR_INITS, ["nvidia-operator-validator"]),
+    _op("state-device-plugin", "nvidia-device-plugin-daemonset", "devicePlugin", "device-plugin",
+        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", ["toolkit-validation"],
+        ["nvidia-device-plugin"]),
+    _op("state-dcgm", "nvidia-dcgm", "dcgm", "dcgm", "nvcr.io/nvidia/cloud-native", "dcgm",
+        "4.6.0-1-ubuntu24.04", ["toolkit-validation"], ["nvidia-dcgm-ctr"], enabled=False),
+    _op("state-dcgm-exporter", "nvidia-dcgm-exporter", "dcgmExporter", "dcgm-exporter",
+        "nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless", ["toolkit-validation"],
+        ["nvidia-dcgm-exporter"]),
+    _op("gpu-feature-discovery", "gpu-feature-discovery", "gfd", "gpu-feature-discovery",
+        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", ["toolkit-validation"],
+        ["gpu-feature-discovery"]),
+    _op("state-mig-manager", "nvidia-mig-manager", "migManager", "mig-manager",
+        "nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0", ["toolkit-validation"],
+        ["nvidia-mig-manager"]),
+    _op("state-node-status-exporter", "nvidia-node-status-exporter", "nodeStatusExporter",
+        "node-status-exporter", "nvcr.io/nvidia", "gpu-operator", None, [],
+        ["nvidia-node-status-exporter"], enabled=False),
+]
+BY_DS = {o["ds"]: o for o in OPERANDS}
+# deploy labels the operator puts on every GPU node (mig-manager only on MIG-capable ones)
+DEPLOY_KEYS = ["driver", "container-toolkit", "operator-validator", "device-plugin",
+               "gpu-feature-discovery", "dcgm", "dcgm-exporter", "node-status-exporter", "mig-manager"]
+
+
+def image_path(repository, image, version):
+    """gpuv1.ImagePath: repo/image:version, @digest for sha256 versions, bare image otherwise."""
+    if not repository and not version:
+        return image
+    ref = "%s/%s" % (repository, image) if repository else image
+    if not version:
+        return ref
+    return "%s@%s" % (ref, version) if version.startswith("sha256:") else "%s:%s" % (ref, version)
+
+
+def is_gpu_node(node):
+    labels = node["metadata"].get("labels") or {}
+    return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
+
+
+class GpuOperator:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.namespace = None
+        self.policy = None
+        self.ready_pods = set()     # (ds name, node) of Ready operand pods, from the last pass
+        self.pods = {}              # (ds name, node) -> pod
+        self.node_labels = {}      # node -> labels, from the last pass
+
+    # -- gates the other twins and the kubelet hooks use -----------------------------------
+    def spec(self):
+        return (self.policy or {}).get("spec") or {}
+
+    def enabled(self, op):
+        if op["key"] == "validator":
+            return True
+        comp = self.spec().get(op["key"]) or {}
+        return bool(comp.get("enabled", op["default_enabled"]))
+
+    def driver_ready(self, node):
+        facts = self.ctx.facts.get(node) or {}
+        if facts.get("host_driver"):
+            return True
+        return ("nvidia-driver-daemonset", node) in self.ready_pods
+
+    def toolkit_ready(self, node):
+        facts = self.ctx.facts.get(node) or {}
+        if not self.driver_ready(node):
+            return False
+        return facts.get("host_toolkit") or ("nvidia-container-toolkit-daemonset", node) in self.ready_pods
+
+    def plugin_ready(self, node):
+        labels = self.node_labels.get(node, {})
+        if labels.get(DEPLOY + "device-plugin") != "true":
+            return True          # nothing to validate
+        return ("nvidia-device-plugin-daemonset", node) in self.ready_pods
+
+    # -- the pass ----------------------------------------------------------------------------
+    def reconcile(self):
+        ctx = self.ctx
+        dep = ctx.operator_deployment()
+        policies = ctx.cluster_policies()
+        if dep is None or not policies:
+            self.policy = None
+            return
+        self.namespace = dep["metadata"]["namespace"]
+        self.policy = policies[0]        # extra ClusterPolicies are ignored (in memory only)
+        nodes = ctx.list("nodes")
+        self.node_labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
+                             for n in nodes}
+        self._cache_pods()
+        if self.spec().get("psa", {}).get("enabled"):
+            self._label_namespace()
+        has_nfd = any(k.startswith(NFD_PREFIX) for n in nodes
+                      for k in (n["metadata"].get("labels") or {}))
+        if not has_nfd:
+            return self._status("ready", "NFDLabelsMissing", "No NFD labels found")
+        gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+        if not gpu_nodes:
+            return self._status("ready", "NoGPUNodes",
+                                "No GPU node found, watching for new nodes to join the cluster.")
+        for node in gpu_nodes:
+            self._label_node(node)
+        mig_nodes = [n for n in gpu_nodes if (self.ctx.facts.get(n["metadata"]["name"]) or {})
+                     .get("gpus", {}).get("mig_capable")]
+        not_ready = []
+        for op in OPERANDS:
+            wanted = self.enabled(op) and (op["key"] != "migManager" or mig_nodes)
+            if not wanted:
+                self._remove_ds(op)
+                continue
+            ds = self._apply_ds(op)
+            if op["key"] == "migManager":
+                self._mig_configmap()
+            if not self._ds_ready(ds):
+                not_ready.append(op["state"])
+        self._detect_preinstalled()
+        if not_ready:
+            return self._status("notReady", "OperandNotReady",
+                                "ClusterPolicy is not ready; states not ready: [%s]" % " ".join(not_ready),
+                                error=True)
+        return self._status("ready", "Reconciled", "ClusterPolicy is ready as all resources have "
+                            "been successfully reconciled")
+
+    def _cache_pods(self):
+        self.ready_pods = set()
+        self.pods = {}
+        for pod in self.ctx.list("pods", self.namespace):
+            ref = next((r for r in pod["metadata"].get("ownerReferences") or []
+                        if r.get("kind") == "DaemonSet" and r.get("name") in BY_DS), None)
+            node = pod["spec"].get("nodeName")
+            if ref is None or not node:
+                continue
+            self.pods[(ref["name"], node)] = pod
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (pod.get("status") or {}).get("conditions") or []):
+                self.ready_pods.add((ref["name"], node))
+
+    def _label_namespace(self):
+        labels = {"pod-security.kubernetes.io/%s" % m: "privileged" for m in ("enforce", "audit", "warn")}
+        patch_labels(self.ctx.store, "namespaces", None, self.namespace, labels)
+
+    def _label_node(self, node):
+        name = node["metadata"]["name"]
+        have = node["metadata"].get("labels") or {}
+        want = {PRESENT: "true"}
+        operands_off = have.get(DEPLOY + "operands") == "false"
+        mig_capable = have.get(MIG_CAPABLE) == "true"
+        for key in DEPLOY_KEYS:
+            if key == "mig-manager" and not mig_capable:
+                continue
+            label = DEPLOY + key
+            if operands_off:
+                want[label] = "false"
+            elif not have.get(label):
+                want[label] = "true"
+        if mig_capable and not have.get(MIG_CONFIG):
+            default = ((self.spec().get("migManager") or {}).get("config") or {}).get("default")
+            want[MIG_CONFIG] = default or "all-disabled"
+        patch_labels(self.ctx.store, "nodes", None, name, want)
+
+    def _detect_preinstalled(self):
+        """k8s-driver-manager finds a host driver: label pre-installed, the pod then goes away."""
+        for (ds, node), pod in self.pods.items():
+            if ds != "nvidia-driver-daemonset":
+                continue
+            if not (self.ctx.facts.get(node) or {}).get("host_driver"):
+                continue
+            started = any("running" in (s.get("state") or {})
+                          for s in (pod.get("status") or {}).get("initContainerStatuses") or [])
+            if started and self.node_labels.get(node, {}).get(DEPLOY + "driver") == "true":
+                patch_labels(self.ctx.store, "nodes", None, node, {DEPLOY + "driver": "pre-installed"})
+
+    # -- DaemonSets -------------------------------------------------------------------------
+    def _image(self, op, key=None):
+        comp = self.spec().get(key or op["key"]) or {}
+        repo, image, version = op["image"]
+        version = comp.get("version", version)
+        if version is None:      # validator & co. default to the operator's own version
+            dep = self.ctx.operator_deployment()
+            img = dep["spec"]["template"]["spec"]["containers"][0].get("image", "") if dep else ""
+            version = img.rsplit(":", 1)[-1] if ":" in img.rsplit("/", 1)[-1] else "v26.7.0"
+        return image_path(comp.get("repository", repo), comp.get("image", image), version)
+
+    def _template(self, op):
+        spec = self.spec()
+        comp = spec.get(op["key"]) or {}
+        dsets = spec.get("daemonsets") or {}
+        image = self._image(op)
+        validator_image = self._image(BY_DS["nvidia-operator-validator"])
+        priv = {"privileged": True}
+        inits = []
+        for name in op["init"]:
+            if name == "k8s-driver-manager":
+                mgr = (comp.get("manager") or {})
+                img = image_path(mgr.get("repository", "nvcr.io/nvidia/cloud-native"),
+                                 mgr.get("image", "k8s-driver-manager"), mgr.get("version", "v0.9.1"))
+            else:
+                img = validator_image
+            inits.append({"name": name, "image": img, "securityContext": dict(priv),
+                          "command": ["sh", "-c"], "args": ["nvidia-validator"]})
+        env = [{"name": e.get("name"), "value": str(e.get("value", ""))} for e in comp.get("env") or []
+               if isinstance(e, dict)]
+        containers = []
+        volumes = []
+        for name in op["containers"]:
+            c = {"name": name, "image": image, "securityContext": dict(priv)}
+            if op["key"] == "driver":
+                c["image"] = "%s-ubuntu22.04" % image if ":" in image.rsplit("/", 1)[-1] else image
+            if op["key"] in ("devicePlugin", "gfd"):
+                mig = (spec.get("mig") or {}).get("strategy", "single")
+                env_dp = [{"name": "MIG_STRATEGY", "value": mig}]
+                cfg = ((spec.get("devicePlugin") or {}).get("config") or {})
+                if cfg.get("name"):
+                    env_dp += [{"name": "CONFIG_FILE", "value": "/config/config.yaml"},
+                               {"name": "DEFAULT_CONFIG", "value": cfg.get("default") or ""}]
+                    volumes = [{"name": "config", "configMap": {"name": cfg["name"]}}]
+                c["env"] = env_dp + env
+            elif env:
+                c["env"] = env
+            if comp.get("args"):
+                c["args"] = [str(a) for a in comp["args"]]
+            if comp.get("resources"):
+                c["resources"] = clone(comp["resources"])
+            containers.append(c)
+        if volumes and op["key"] in ("devicePlugin", "gfd"):
+            containers.append({"name": "config-manager", "image": image,
+                               "command": ["config-manager"], "securityContext": dict(priv),
+                               "env": [{"name": "DEFAULT_CONFIG",
+                                        "value": ((spec.get("devicePlugin") or {}).get("config") or {})
+                                        .get("default") or ""}]})
+        labels = {"app": op["ds"], "app.kubernetes.io/managed-by": "gpu-operator",
+                  "helm.sh/chart": "gpu-operator"}
+        labels.update(dsets.get("labels") or {})
+        pod_spec = {"serviceAccountName": op["ds"].replace("-daemonset", ""),
+                    "priorityClassName": dsets.get("priorityClassName", "system-node-critical"),
+                    "nodeSelector": {DEPLOY + op["deploy"]: "true"},
+                    "tolerations": clone(dsets.get("tolerations") if "tolerations" in dsets else
+                                                 [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                   "effect": "NoSchedule"}]),
+                    "containers": containers}
+        if inits:
+            pod_spec["initContainers"] = inits
+        if volumes:
+            pod_spec["volumes"] = volumes
+        if op["key"] == "driver":
+            pod_spec["hostPID"] = True
+        secrets = comp.get("imagePullSecrets") or []
+        if secrets:
+            pod_spec["imagePullSecrets"] = [{"name": s} for s in secrets if isinstance(s, str)]
+        meta = {"labels": labels}
+        if dsets.get("annotations"):
+            meta["annotations"] = dict(dsets["annotations"])
+        return {"metadata": meta, "spec": pod_spec}
+
+    def _apply_ds(self, op):
+        """Create or update an operand DaemonSet. Like the real operator, changes are detected
+        with a hash annotation of what we render (nvidia.com/last-applied-hash), not by
+        comparing with the stored object, which the API server has defaulted."""
+        store = self.ctx.store
+        ns = self.namespace
+        spec = {"selector": {"matchLabels": {"app": op["ds"]}}, "template": self._template(op)}
+        strategy = (self.spec().get("daemonsets") or {}).get("updateStrategy", "RollingUpdate")
+        spec["updateStrategy"] = {"type": "OnDelete" if op["key"] == "driver" else strategy}
+        digest = str(fnv32a(json.dumps(spec, sort_keys=True)))
+        cur = store.get("daemonsets.apps", ns, op["ds"])
+        if cur is None:
+            obj = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                   "metadata": {"name": op["ds"], "namespace": ns,
+                                "labels": {"app": op["ds"], "app.kubernetes.io/managed-by": "gpu-operator"},
+                                "annotations": {LAST_APPLIED: digest},
+                                "ownerReferences": [owner_ref(self.policy, "ClusterPolicy", "nvidia.com/v1")]},
+                   "spec": spec}
+            try:
+                return store.create("daemonsets.apps", obj)
+            except ApiError as err:
+                if err.code == 409:
+                    return store.get("daemonsets.apps", ns, op["ds"])
+                self.ctx.event_once(self.policy, "FailedCreate", err.message, "Warning")
+                return None
+        if (cur["metadata"].get("annotations") or {}).get(LAST_APPLIED) == digest:
+            return cur
+        # replace the fields we own; a `kubectl rollout restart` annotation survives
+        ann = ((cur["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        restarted = {k: v for k, v in ann.items() if k == "kubectl.kubernetes.io/restartedAt"}
+        if restarted:
+            spec["template"]["metadata"].setdefault("annotations", {}).update(restarted)
+        new = clone(cur)
+        new["spec"].update(spec)
+        new["metadata"].setdefault("annotations", {})[LAST_APPLIED] = digest
+        try:
+            return store.update("daemonsets.apps", new)
+        except ApiError:
+            self.ctx.runtime.after(0.05)
+        return cur
+
+    def _remove_ds(self, op):
+        try:
+            self.ctx.store.delete("daemonsets.apps", self.namespace, op["ds"])
+        except ApiError:
+            pass
+
+    def _ds_ready(self, ds):
+        if ds is None:
+            return False
+        st = ds.get("status") or {}
+        if st.get("observedGeneration") != ds["metadata"].get("generation", 1):
+            return False
+        return (st.get("numberUnavailable", 0) == 0
+                and st.get("numberReady", 0) == st.get("desiredNumberScheduled", 0))
+
+    def _mig_configmap(self):
+        store = self.ctx.store
+        if store.get("configmaps", self.namespace, "default-mig-parted-config") is not None:
+            return
+        path = self.ctx.spec.get("mig_parted_config")
+        if not path or not os.path.exists(path):
+            return
+        from .mig_manager import mig_parted_file_data
+        data = mig_parted_file_data(path)
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "default-mig-parted-config", "namespace": self.namespace,
+                           "ownerReferences": [owner_ref(self.policy, "ClusterPolicy", "nvidia.com/v1")]},
+              "data": data}
+        try:
+            store.create("configmaps", cm)
+        except ApiError:
+            pass
+
+    # -- status -----------------------------------------------------------------------------
+    def _status(self, state, reason, message, error=False):
+        cp = self.policy
+        old = clone(cp.get("status") or {})
+        conds = clone(old.get("conditions") or [])
+        if error:
+            set_condition(conds, "Ready", "False", "Error", "")
+            set_condition(conds, "Error", "True", reason, message)
+        else:
+            set_condition(conds, "Ready", "True", reason, message)
+            set_condition(conds, "Error", "False", "Ready", "")
+        status = dict(old, state=state, namespace=self.namespace, conditions=conds)
+        if (old.get("state") != state
+                or next((c for c in old.get("conditions") or [] if c["type"] == ("Error" if error else "Ready")),
+                        {}).get("reason") != reason):
+            self.ctx.event_once(cp, "Reconciled" if state == "ready" else "NotReady",
+                                "ClusterPolicy %s: %s" % (state, message),
+                                "Normal" if state == "ready" else "Warning")
+        write_status(self.ctx.store, CLUSTER_POLICIES, cp, status)
+
+    # -- kubelet hook: how operand pods behave on a node -----------------------------------------
+    def pod_hook(self, pod, elapsed):
+        if self.policy is None or pod["metadata"].get("namespace") != self.namespace:
+            return None
+        ref = next((r for r in pod["metadata"].get("ownerReferences") or []
+                    if r.get("kind") == "DaemonSet" and r.get("name") in BY_DS), None)
+        if ref is None:
+            return None
+        t = self.ctx.timings
+        node = pod["spec"]["nodeName"]
+        start = t["pod_start"] + t["operand_start"]
+        if elapsed < start:
+            return {"kind": "creating", "retry": start - elapsed + 0.001}
+        ds = ref["name"]
+        facts = self.ctx.facts.get(node) or {}
+        if ds == "nvidia-driver-daemonset":
+            if facts.get("host_driver"):
+                return {"kind": "init_wait", "done": 0, "logs": {
+                    "k8s-driver-manager": "NVIDIA driver %s is already installed on the host; "
+                    "labelling node nvidia.com/gpu.deploy.driver=pre-installed\n" % facts["host_driver"]}}
+            if elapsed < start + t["driver_install"]:
+                return {"kind": "run", "ready": False,
+                        "retry": start + t["driver_install"] - elapsed + 0.001,
+                        "logs": {"nvidia-driver-ctr": "Installing NVIDIA driver kernel modules...\n"}}
+            return {"kind": "run", "logs": {"nvidia-driver-ctr": "Done, now waiting for signal\n"}}
+        if ds == "nvidia-container-toolkit-daemonset":
+            if not self.driver_ready(node):
+                return {"kind": "init_wait", "done": 0}
+            return {"kind": "run"}
+        if ds == "nvidia-operator-validator":
+            gates = [self.driver_ready(node), self.toolkit_ready(node), True, self.plugin_ready(node)]
+            done = next((i for i, ok in enumerate(gates) if not ok), len(gates))
+            if node in (self.ctx.faults.get("operator_validator_crashloop") or []):
+                idx = min(done, 2)
+                return {"kind": "init_crash", "index": idx, "logs": {VALIDATOR_INITS[idx]: (
+                    "time=\"now\" level=info msg=\"Error: error validating %s: exit status 1\"\n"
+                    % VALIDATOR_INITS[idx].replace("-validation", ""))}}
+            if done < len(gates):
+                return {"kind": "init_wait", "done": done}
+            return {"kind": "run", "logs": {"nvidia-operator-validator":
+                                            "all validations are successful\n"}}
+        if ds == "nvidia-device-plugin-daemonset":
+            return None     # the device plugin twin decides (it reads its config at start)
+        if not self.toolkit_ready(node):
+            return {"kind": "init_wait", "done": 0}
+        return {"kind": "run"}

@@ -1,0 +1,152 @@
+"""default-scheduler twin: filter nodes like the real plugins, bind, or explain why not.
+
+Filters run in the real plugin order and a node reports its first failure
+(NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit), so the
+message aggregates the way the real one does:
+  0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present},
+  2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: ...
+Pods for another scheduler (e.g. kai-scheduler) stay Pending untouched.
+"""
+
+
+from ..errors import ApiError
+from .matching import matches_node_selector, untolerated_taint, tolerates
+from .util import clone, containers_requests, parse_quantity, pod_active, set_condition, write_status
+
+DEFAULT_SCHEDULERS = ("", None, "default-scheduler")
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+def _aggregate(counts, total):
+    parts = sorted("%d %s" % (n, reason) for reason, n in counts.items())
+    return "0/%d nodes are available: %s." % (total, ", ".join(parts))
+
+
+class Scheduler:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def reconcile(self):
+        store = self.ctx.store
+        pods = self.ctx.list("pods")
+        pending = [p for p in pods if not p["spec"].get("nodeName")
+                   and p["spec"].get("schedulerName") in DEFAULT_SCHEDULERS
+                   and (p.get("status") or {}).get("phase") in (None, "Pending")
+                   and not p["metadata"].get("deletionTimestamp")]
+        if not pending:
+            return
+        nodes = self.ctx.list("nodes")
+        used = {n["metadata"]["name"]: {} for n in nodes}
+        for p in pods:
+            node = p["spec"].get("nodeName")
+            if node in used and pod_active(p):
+                acc = used[node]
+                for k, v in containers_requests(p["spec"]).items():
+                    acc[k] = acc.get(k, 0.0) + v
+                acc["pods"] = acc.get("pods", 0) + 1
+        pending.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        for pod in pending:
+            self._schedule(pod, nodes, used)
+
+    def _fit(self, pod, node, used):
+        """None if the pod fits, else (reasons list, resources_only flag)."""
+        spec = pod["spec"]
+        if (node.get("spec") or {}).get("unschedulable") and not tolerates(
+                spec.get("tolerations"),
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+            return ["node(s) were unschedulable"], False
+        taint = untolerated_taint(spec, node)
+        if taint is not None:
+            return ["node(s) had untolerated taint {%s: %s}" % (taint.get("key"),
+                                                               taint.get("value", ""))], False
+        if not matches_node_selector(spec, node):
+            return ["node(s) didn't match Pod's node affinity/selector"], False
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        have = used.get(node["metadata"]["name"], {})
+        reasons = []
+        if have.get("pods", 0) + 1 > parse_quantity(alloc.get("pods", "110")):
+            reasons.append("Too many pods")
+        for res, amount in sorted(containers_requests(spec).items()):
+            if amount <= 0:
+                continue
+            try:
+                cap = parse_quantity(alloc.get(res, 0))
+            except ValueError:
+                cap = 0.0
+            if have.get(res, 0.0) + amount > cap + 1e-9:
+                reasons.append("Insufficient %s" % res)
+        return (reasons, True) if reasons else None
+
+    def _schedule(self, pod, nodes, used):
+        failures = {}
+        preempt = {}
+        chosen = None
+        # spread: prefer the node with the fewest pods among those that fit
+        for node in sorted(nodes, key=lambda n: used.get(n["metadata"]["name"], {}).get("pods", 0)):
+            result = self._fit(pod, node, used)
+            if result is None:
+                chosen = node
+                break
+            reasons, resources = result
+            for r in reasons:
+                failures[r] = failures.get(r, 0) + 1
+            key = NO_VICTIMS if resources else NOT_HELPFUL
+            preempt[key] = preempt.get(key, 0) + 1
+        if chosen is not None:
+            self._bind(pod, chosen, used)
+            return
+        total = len(nodes)
+        if total:
+            message = "%s preemption: %s" % (_aggregate(failures, total), _aggregate(preempt, total))
+        else:
+            message = "no nodes available to schedule pods"
+        status = clone(pod.get("status") or {})
+        status["phase"] = "Pending"
+        status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
+                                             "False", "Unschedulable", message)
+        status.setdefault("qosClass", _qos(pod["spec"]))
+        if write_status(self.ctx.store, "pods", pod, status) is not pod:
+            self.ctx.event_once(pod, "FailedScheduling", message, "Warning")
+
+    def _bind(self, pod, node, used):
+        store = self.ctx.store
+        name = node["metadata"]["name"]
+        bound = clone(pod)
+        bound["spec"]["nodeName"] = name
+        try:
+            bound = store.update("pods", bound, admit=False)
+        except ApiError as err:
+            if err.code in (404, 409):
+                self.ctx.runtime.after(0.05)
+                return
+            raise
+        acc = used.setdefault(name, {})
+        for k, v in containers_requests(pod["spec"]).items():
+            acc[k] = acc.get(k, 0.0) + v
+        acc["pods"] = acc.get("pods", 0) + 1
+        status = clone(bound.get("status") or {})
+        status["phase"] = "Pending"
+        status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
+                                             "True")
+        status.setdefault("qosClass", _qos(pod["spec"]))
+        write_status(store, "pods", bound, status)
+        self.ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
+            pod["metadata"]["namespace"], pod["metadata"]["name"], name))
+
+
+def _qos(spec):
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and req[r] != lim[r]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
