@@ -1,0 +1,1 @@
+"""Validation rules of the simulated API server (used by simcluster.admission)."""
