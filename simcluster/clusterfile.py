@@ -28,6 +28,7 @@ FAULTS = {
     "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff
     "nfd_labels_missing": bool,             # NFD never labels nodes -> NFDLabelsMissing
     "mig_pending_forever": list,            # node names: mig.config.state stays pending
+    "mig_apply_fails": list,                # node names: mig-parted fails to apply -> failed
     "device_plugin_crashloop": list,        # node names: device plugin pod CrashLoopBackOff
     "image_pull_fail": list,                # image references that never pull
 }

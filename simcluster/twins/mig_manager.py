@@ -303,6 +303,10 @@ class MigManager:
             return
         gpus = facts["gpus"]
         del self.work[node]
+        if node in (self.ctx.faults.get("mig_apply_fails") or []):
+            # what nvidia-mig-parted says when the GPUs refuse the layout
+            return self._fail(node, "error setting MIGConfig: error attempting multiple config "
+                                    "orderings: all orderings failed", restore=work["restore"])
         try:
             layout = plan(self._configs(node), work["desired"], gpus["count"], gpus["model"],
                           gpus["memory_mib"])

@@ -13,7 +13,7 @@ from test_mig_helpers import (
     CRD, install_operator, labels, node, run_mig, run_module_playbook, wait_pod_running, write_cluster_file)
 
 
-CLUSTER_FILE = write_cluster_file("mig-single.yaml", ["gpu-h100-4"])
+CLUSTER_FILE = write_cluster_file("mig-single.yaml", pending=["gpu-h100-4"], failing=["gpu-h100-6"])
 
 pytestmark = [
     pytest.mark.needs_shared,
@@ -63,7 +63,8 @@ def test_unknown_profile_lists_valid_ones_and_touches_nothing(cluster):
     with pytest.raises(Exception) as err:
         run_mig(cluster, nodes=["gpu-h100-2"], profile="all-1g.10gbx")
     msg = str(err.value)
-    assert "'all-1g.10gbx'" in msg and "gpu-operator/default-mig-parted-config" in msg
+    # mig-manager (26.3+, and its twin) writes a per-node ConfigMap; it wins over the default.
+    assert "'all-1g.10gbx'" in msg and "gpu-operator/gpu-h100-2-mig-config" in msg
     assert "all-1g.10gb, " in msg and "all-1g.5gb" not in msg
     assert labels(cluster, "gpu-h100-2")["nvidia.com/mig.config"] == "all-disabled"
 
@@ -123,12 +124,11 @@ def test_pod_disruption_budget_blocks_the_drain(cluster):
 
 
 def test_failed_state_reports_what_the_cluster_says(cluster):
-    # a wrong device_id makes our validation believe the node holds A100s: 1g.5gb passes here,
-    # mig-manager on the real H100s fails it
+    # a valid profile that mig-parted fails to apply on this node (cluster fault mig_apply_fails)
     with pytest.raises(Exception) as err:
-        run_mig(cluster, nodes=["gpu-h100-6"], profile="all-1g.5gb", device_id="0x20B010DE")
+        run_mig(cluster, nodes=["gpu-h100-6"], profile="all-1g.10gb")
     msg = str(err.value)
-    assert "failed" in msg and "1g.5gb" in msg
+    assert "failed" in msg and "all orderings failed" in msg
     assert "MigConfigFailed" in msg or "mig-manager pod" in msg
     assert labels(cluster, "gpu-h100-6")["nvidia.com/mig.config.state"] == "failed"
 

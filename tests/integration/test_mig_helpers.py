@@ -33,6 +33,7 @@ nodes:
   - name: cpu-1
 faults:
   mig_pending_forever: {pending}
+  mig_apply_fails: {failing}
 """
 
 
@@ -40,13 +41,14 @@ SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)
 CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
 
 
-def write_cluster_file(name, pending=()):
+def write_cluster_file(name, pending=(), failing=()):
     """A cluster file (removed at exit) for the `cluster` marker, computed at import time."""
     folder = tempfile.mkdtemp(prefix="mig-cluster-")
     atexit.register(shutil.rmtree, folder, True)
     path = os.path.join(folder, name)
     with open(path, "w") as handle:
-        handle.write(CLUSTER_TEMPLATE.format(crd=CRD, pending=json.dumps(list(pending))))
+        handle.write(CLUSTER_TEMPLATE.format(crd=CRD, pending=json.dumps(list(pending)),
+                                                failing=json.dumps(list(failing))))
     return path
 
 
