@@ -38,6 +38,19 @@ def load_cluster(path):
     return spec
 
 
+class StartError(Exception):
+    """A mistake in the cluster file or its inputs: reported in one line, no traceback."""
+
+
+def check_crd_files(paths, cluster_path):
+    """Fail before anything starts when a `crds:` file is missing: without, e.g., the
+    ClusterPolicy CRD the cluster would run and silently never reconcile."""
+    for path in paths:
+        if not os.path.isfile(path):
+            raise StartError("crds: file not found: %s (listed in cluster file %s)"
+                             % (path, cluster_path))
+
+
 def load_crds(store, paths):
     """Create every CustomResourceDefinition found in the files (several documents each)."""
     key = "customresourcedefinitions.apiextensions.k8s.io"
@@ -54,7 +67,13 @@ def load_crds(store, paths):
 
 def start(cluster_path, port=0, host="127.0.0.1"):
     """Store + server (+ twins when available). Returns (server, twins handle or None)."""
-    spec = load_cluster(cluster_path) if cluster_path else {"crds": [], "nodes": []}
+    if cluster_path and not os.path.isfile(cluster_path):
+        raise StartError("cluster file not found: %s" % cluster_path)
+    try:
+        spec = load_cluster(cluster_path) if cluster_path else {"crds": [], "nodes": []}
+    except (ValueError, yaml.YAMLError) as exc:     # clusterfile.ClusterFileError
+        raise StartError("cluster file %s: %s" % (cluster_path, exc)) from exc
+    check_crd_files(spec.get("crds") or [], cluster_path)
     store = Store()
     server = APIServer(store, host, port)
     load_crds(store, spec.get("crds") or [])
@@ -84,6 +103,9 @@ def main(argv=None):
     signal.signal(signal.SIGINT, _stop)
     try:
         server, handle = start(args.cluster, args.port, args.host)
+    except StartError as exc:
+        print("simcluster: cannot start: %s" % " ".join(str(exc).split()), file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - report any start failure on stderr, exit 1
         import traceback
         traceback.print_exc()

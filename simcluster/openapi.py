@@ -159,3 +159,31 @@ class OpenAPI:
         with self._lock:
             self._refresh()
             return self._docs.get(key)
+
+
+# --- /openapi/v2 ------------------------------------------------------------------
+# kubectl validates the items of a `kind: List` client-side against /openapi/v2
+# (its v3 field-validation check always answers "unsupported" for v1 List), and a
+# 404 there fails `kubectl apply -f list.yaml`. The real server serves the whole
+# Swagger 2.0 spec; ours has no paths and no definitions: kubectl finds no model
+# for any kind and skips client-side checks, each item is still sent with
+# fieldValidation=Strict and validated by the server.
+
+# client-go asks with "@v1.0"; the real server answers with ".v1.0" (Go's mime
+# parser refuses the "@" in a Content-Type).
+V2_PROTOBUF_ACCEPT = ("com.github.proto-openapi.spec.v2@v1.0+protobuf",
+                      "com.github.proto-openapi.spec.v2.v1.0+protobuf")
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+V2_INFO = {"title": "Kubernetes", "version": "v1.35.0"}
+
+
+def v2_json():
+    return json.dumps({"swagger": "2.0", "info": V2_INFO, "paths": {},
+                       "definitions": {}}).encode()
+
+
+def v2_protobuf():
+    """gnostic openapi_v2.Document: swagger=1, info=2 {title=1, version=2}, paths=8."""
+    from .protobuf import _ld
+    info = _ld(1, V2_INFO["title"].encode()) + _ld(2, V2_INFO["version"].encode())
+    return _ld(1, b"2.0") + _ld(2, info) + _ld(8, b"")

@@ -16,7 +16,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import managed, protobuf, tables
+from . import managed, openapi, protobuf, tables
 from .discovery import Discovery
 from .errors import ApiError
 from .openapi import OpenAPI
@@ -234,7 +234,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["_sim"]:
             return self._sim(req, parts[1:])
         if not parts:
-            return self._send_json(200, {"paths": ["/api", "/api/v1", "/apis", "/openapi/v3",
+            return self._send_json(200, {"paths": ["/api", "/api/v1", "/apis", "/openapi/v2",
+                                                   "/openapi/v3",
                                                    "/version", "/healthz"]})
         head = parts[0]
         if head in ("healthz", "livez", "readyz"):
@@ -283,6 +284,11 @@ class Handler(BaseHTTPRequestHandler):
         raise _not_found_path()
 
     def _openapi(self, req, parts):
+        if parts == ["v2"]:
+            if any(a in req.accept for a in openapi.V2_PROTOBUF_ACCEPT) \
+                    and "json" not in req.accept:
+                return self._send(200, openapi.v2_protobuf(), openapi.V2_PROTOBUF)
+            return self._send(200, openapi.v2_json())
         if parts[:1] != ["v3"]:
             raise _not_found_path()
         if len(parts) == 1:
@@ -449,7 +455,8 @@ class ResourceContext:
         obj = self._out(obj)
         if tables.wants_table(self.req.accept):
             rv = self.store.resource_version
-            return self.h._send_json(200, tables.table(self.info, [obj], rv, self.req),
+            return self.h._send_json(200, tables.table(self.info, [obj], rv, self.req,
+                                                       self.version),
                                      self.req)
         self.h._send_json(200, obj, self.req)
 
@@ -480,7 +487,8 @@ class ResourceContext:
             items = items[:limit]
         items = [self._out(o) for o in items]
         if tables.wants_table(self.req.accept):
-            return self.h._send_json(200, tables.table(self.info, items, rv, self.req), self.req)
+            return self.h._send_json(200, tables.table(self.info, items, rv, self.req,
+                                                       self.version), self.req)
         body = {"kind": self.info.list_kind, "apiVersion": self.api_version, "metadata": meta,
                 "items": items}
         self.h._send_json(200, body, self.req)

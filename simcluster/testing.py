@@ -180,7 +180,13 @@ def fixture():
 
     @pytest.fixture(scope="module")
     def simcluster(request, tmp_path_factory):
-        sim = start(cluster_marker(request), str(tmp_path_factory.mktemp("simcluster")))
+        try:
+            sim = start(cluster_marker(request), str(tmp_path_factory.mktemp("simcluster")))
+        except SimClusterError as exc:
+            # <repo>/../shared absent: skip with the CLI's one-line reason, do not fail
+            if "crds: file not found" not in str(exc):
+                raise
+            pytest.skip(str(exc).splitlines()[-1].replace("simcluster: cannot start: ", ""))
         try:
             yield sim
         finally:

@@ -102,7 +102,25 @@ def test_openapi_v3_declares_field_validation(simcluster):
     assert patch["x-kubernetes-group-version-kind"] == {"group": "apps", "version": "v1",
                                                          "kind": "Deployment"}
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
-    assert raw(simcluster, "GET", "/openapi/v2")[0] == 404
+
+
+def test_openapi_v2_served_empty_like_kubectl_needs(simcluster):
+    """kubectl validates `kind: List` items against /openapi/v2 (gnostic protobuf)."""
+    pb = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+    code, headers, body = raw(simcluster, "GET", "/openapi/v2", headers={"Accept": pb})
+    assert code == 200
+    # Go's mime parser refuses "@": the real server answers with ".v1.0"
+    assert headers["Content-Type"] == \
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    fields = {num: val for num, _, val in protobuf.fields(body)}
+    assert fields[1] == b"2.0"                              # Document.swagger
+    assert {n: v for n, _, v in protobuf.fields(fields[2])} == {
+        1: b"Kubernetes", 2: b"v1.35.0"}                     # Document.info
+    assert 9 not in fields                                  # no definitions
+    code, headers, body = raw(simcluster, "GET", "/openapi/v2",
+                              headers={"Accept": "application/json"})
+    assert code == 200 and headers["Content-Type"] == "application/json"
+    assert json.loads(body)["swagger"] == "2.0"
 
 
 # --- CRUD, errors, selectors -------------------------------------------------------
