@@ -111,9 +111,11 @@ def test_editing_the_configmap_needs_a_device_plugin_restart(store):
         c.settle()
         assert c.allocatable("gpu-l40s-1") == "16", "a ConfigMap edit alone must change nothing"
         restart_device_plugin(c, "2026-01-01T00:00:00Z")
-        c.wait(lambda: c.allocatable("gpu-l40s-1") == "8" and c.allocatable("gpu-h100-1") == "16",
+        # allocatable (device plugin via kubelet) and labels (GFD) are separate writes, as in
+        # a real cluster: wait for both.
+        c.wait(lambda: c.allocatable("gpu-l40s-1") == "8" and c.allocatable("gpu-h100-1") == "16"
+               and c.labels("gpu-l40s-1").get("nvidia.com/gpu.replicas") == "2",
                what="new replicas after the restart")
-        assert c.labels("gpu-l40s-1")["nvidia.com/gpu.replicas"] == "2"
 
 
 def test_policy_change_rolls_the_device_plugin(store):
