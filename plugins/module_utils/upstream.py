@@ -102,3 +102,8 @@ GPU_OPERATOR_COMPONENT_SELECTOR = "app.kubernetes.io/component=gpu-operator"
 OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"          # driver container rootfs, mounted on the host
 OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"   # toolkit container installs the runtime here
 NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtime handler name
+
+# --- GPU Operator chart and Deployment (area: operator / gpu_operator role) ---
+OPERATOR_APP_SELECTOR = "app=gpu-operator"  # label of the operator Deployment and its pods
+NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
+ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`

@@ -1,0 +1,357 @@
+"""GPU Operator role, playbook and cluster_policy_wait against the simulated cluster.
+
+Real ansible-playbook, real helm 3 / helm 4 and the stand-in chart
+(tests/charts/gpu-operator, packaged as an archive like an air-gapped site
+does). Each scenario gets its own simulated cluster (cluster files are
+generated here: host drivers, faults and registries differ per scenario).
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
+CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
+CHART = os.path.join(REPO, "tests", "charts", "gpu-operator")
+BIN = os.path.join(REPO, ".venv", "bin")
+PLAYBOOK = os.path.join(REPO, "playbooks", "gpu_operator.yml")
+NS = "gpu-operator"
+PUBLIC = ("nvcr.io", "registry.k8s.io", "ghcr.io", "docker.io", "quay.io", "gcr.io")
+MIRROR = "mirror.example:5000/nvidia"
+
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from playbook import run_playbook  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+
+try:
+    from simcluster import testing as simtesting
+except ImportError:  # pragma: no cover
+    simtesting = None
+
+
+# --- helpers shared with the other test_gpu_operator_* modules -----------------------------------
+
+def need_sim():
+    if simtesting is None:
+        pytest.skip("simcluster package not importable")
+    if not os.path.exists(CRD):
+        pytest.skip("ClusterPolicy CRD not found under %s (../shared absent)" % SHARED)
+
+
+def start_cluster(tmp_path_factory, name, nodes, **extra):
+    need_sim()
+    workdir = tmp_path_factory.mktemp("sim-" + name)
+    spec = {"crds": [CRD], "nodes": nodes}
+    spec.update(extra)
+    path = workdir / "cluster.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return simtesting.start(str(path), str(workdir / "run"))
+
+
+def gpu_node(name, host_driver=None, **labels):
+    node = {"name": name, "host_driver": host_driver,
+            "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 2, "memory_mib": 81559, "mig_capable": True}}
+    if labels:
+        node["labels"] = labels
+    return node
+
+
+def node_facts(host_driver):
+    """gpu_node facts as gpu_node_facts reports them (only what driver_plan reads)."""
+    return {"gpu_node": {
+        "gpu_host": True, "gpu_count": 2,
+        "driver": {"state": "host", "version": "550.54.15"} if host_driver else {"state": "none"},
+        "toolkit": {"state": "none"}, "container_runtime": {"nvidia_runtime": False, "nvidia_default": False},
+        "nouveau_loaded": False, "kernel": {"headers_installed": True, "release": "6.8.0-45-generic"}}}
+
+
+def plan_for(nodes):
+    """The real driver_plan filter over facts matching the cluster's host drivers."""
+    from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import driver_plan
+    hosts = dict((n["name"], node_facts(n.get("host_driver"))) for n in nodes if n.get("gpus"))
+    return json.loads(json.dumps(driver_plan(hosts)))
+
+
+def package_chart(tmp_path_factory, version="26.7.0", helm="helm3"):
+    """helm package of the stand-in chart (optionally re-versioned), like an air-gapped site's archive."""
+    src = tmp_path_factory.mktemp("chart-" + version)
+    chart_dir = src / "gpu-operator"
+    subprocess.run(["cp", "-r", CHART, str(chart_dir)], check=True)
+    meta = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
+    meta["version"] = version
+    meta["appVersion"] = "v" + version
+    (chart_dir / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    out = src / "dist"
+    subprocess.run([os.path.join(BIN, helm), "package", str(chart_dir), "-d", str(out)], check=True,
+                   capture_output=True)
+    return str(out / ("gpu-operator-%s.tgz" % version))
+
+
+def base_vars(sim, archive, plan, helm="helm3", **extra):
+    values = {
+        "gpu_operator_chart_version": "v" + os.path.basename(archive)[len("gpu-operator-"):-len(".tgz")],
+        "gpu_operator_chart_source": "archive",
+        "gpu_operator_chart_ref": archive,
+        "gpu_operator_driver_plan": plan,
+        "gpu_operator_helm_binary": os.path.join(BIN, helm),
+        "gpu_operator_kubeconfig": sim.kubeconfig,
+        "gpu_operator_wait_timeout": 30,
+        "gpu_operator_wait_stable_for": 2,
+    }
+    values.update(extra)
+    return values
+
+
+def play(sim, extra_vars, playbook=PLAYBOOK, **kw):
+    return run_playbook(playbook, sim.env, extra_vars=extra_vars, **kw)
+
+
+def kget(sim, *args):
+    res = sim.run(os.path.join(BIN, "kubectl"), "get", *args, "-o", "json", check=False)
+    return json.loads(res.stdout) if res.returncode == 0 else None
+
+
+def cluster_policy(sim):
+    return kget(sim, "clusterpolicy", "cluster-policy")
+
+
+def wait_result(result):
+    found = result.task_results("Wait until the ClusterPolicy is ready and reconciled")
+    return found[-1] if found else None
+
+
+# --- fresh installs: all / none / mixed host drivers, helm 3 then helm 4 ----------------------------
+
+FLEETS = {
+    "all-host": [gpu_node("gpu-a", "550.54.15"), gpu_node("gpu-b", "550.54.15"), {"name": "cpu-1"}],
+    "none": [gpu_node("gpu-a"), gpu_node("gpu-b"), {"name": "cpu-1"}],
+    "mixed": [gpu_node("gpu-a", "550.54.15"), gpu_node("gpu-b"), {"name": "cpu-1"}],
+}
+EXPECTED_DRIVER = {"all-host": False, "none": True, "mixed": True}
+
+
+@pytest.fixture(scope="module", params=sorted(FLEETS))
+def fleet(request, tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, request.param, FLEETS[request.param])
+    archive = package_chart(tmp_path_factory)
+    try:
+        yield request.param, sim, archive, plan_for(FLEETS[request.param])
+    finally:
+        sim.stop()
+
+
+def _assert_installed(sim, name, plan):
+    cp = cluster_policy(sim)
+    assert cp["spec"]["driver"]["enabled"] is EXPECTED_DRIVER[name] is plan["driver_enabled"]
+    assert cp["spec"]["driver"]["useNvidiaDriverCRD"] is False
+    assert cp["status"]["state"] == "ready"
+    ns = kget(sim, "namespace", NS)["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert ns["pod-security.kubernetes.io/" + mode] == "privileged"
+        assert ns["pod-security.kubernetes.io/%s-version" % mode] == "latest"
+    default_ns = kget(sim, "namespace", "default")["metadata"].get("labels") or {}
+    assert not any(k.startswith("pod-security.kubernetes.io/") for k in default_ns)
+    labels = dict((n["metadata"]["name"], n["metadata"].get("labels") or {})
+                  for n in kget(sim, "nodes")["items"])
+    driver_pods = [p["spec"].get("nodeName") for p in kget(sim, "pods", "-n", NS)["items"]
+                   if p["metadata"]["name"].startswith("nvidia-driver-daemonset")]
+    for node, wanted in plan["node_labels"].items():  # the plan's labels are on the Node objects
+        for key, value in wanted.items():
+            assert labels[node][key] == value, (node, key)
+    if name == "mixed":
+        # FACTS.md: operator-managed driver + host-driver nodes labelled deploy.driver=false
+        assert plan["node_labels"]["gpu-a"] == {"nvidia.com/gpu.deploy.driver": "false"}
+        assert labels["gpu-a"]["nvidia.com/gpu.deploy.driver"] == "false"
+        assert "gpu-a" not in driver_pods and "gpu-b" in driver_pods
+    elif name == "none":
+        assert sorted(driver_pods) == ["gpu-a", "gpu-b"]
+    else:
+        assert driver_pods == []
+        assert driver_pods == []  # driver.enabled=false: the operator deploys no driver anywhere
+
+
+@pytest.mark.parametrize("helm", ["helm3", "helm4"])
+def test_fresh_install_rerun_and_check_mode(fleet, helm):
+    name, sim, archive, plan = fleet
+    if helm == "helm4":  # same cluster: remove the helm 3 release first (ClusterPolicy is a singleton)
+        sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
+    extra = base_vars(sim, archive, plan, helm=helm)
+
+    first = play(sim, extra)
+    assert first.rc == 0, first
+    assert first.changed() >= 1
+    waited = wait_result(first)
+    assert waited["ready"] is True and waited["reason"] == "Reconciled" and waited["state"] == "ready"
+    _assert_installed(sim, name, plan)
+    releases = json.loads(sim.run(os.path.join(BIN, helm), "list", "-n", NS, "-o", "json").stdout)
+    assert [(r["name"], r["chart"]) for r in releases] == [("gpu-operator", "gpu-operator-26.7.0")]
+
+    again = play(sim, extra)
+    assert again.rc == 0, again
+    assert again.changed() == 0, again
+
+    if helm == "helm4" and name != "mixed":
+        return  # check mode is covered by helm 3 everywhere and helm 4 on the mixed fleet
+    # check mode + diff: reports the change and the values diff, changes nothing
+    check = play(sim, dict(extra, gpu_operator_mig_strategy="mixed"), check=True, diff=True)
+    assert check.rc == 0, check
+    assert check.changed() >= 1
+    shown = check.task_results("Show the Helm values diff")
+    assert shown and shown[0]["msg"]["values"] == {"mig.strategy": {"before": None, "after": "mixed"}}
+    assert cluster_policy(sim)["spec"]["mig"]["strategy"] == "single"
+    revision = json.loads(sim.run(os.path.join(BIN, helm), "list", "-n", NS, "-o", "json").stdout)[0]["revision"]
+    assert int(revision) == 1
+
+
+# --- air-gapped: local archive + mirror, the cluster only reaches the mirror -----------------------
+
+@pytest.fixture(scope="module")
+def airgap(tmp_path_factory):
+    nodes = [gpu_node("gpu-a", "550.54.15"), {"name": "cpu-1"}]
+    sim = start_cluster(tmp_path_factory, "airgap", nodes, registries=["mirror.example:5000"])
+    try:
+        yield sim, package_chart(tmp_path_factory), plan_for(nodes)
+    finally:
+        sim.stop()
+
+
+def test_airgap_without_mirror_fails_with_pull_diagnostics(airgap):
+    sim, archive, plan = airgap
+    res = play(sim, base_vars(sim, archive, plan, gpu_operator_wait_timeout=3))
+    assert res.rc != 0
+    waited = wait_result(res)
+    assert waited["ready"] is False
+    text = "\n".join(waited["diagnostics"])
+    assert "ImagePullBackOff" in text or "ErrImagePull" in text, text
+    sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
+
+
+@pytest.mark.parametrize("helm", ["helm4"])
+def test_airgap_install_from_archive_with_mirror(airgap, helm):
+    sim, archive, plan = airgap
+    extra = base_vars(sim, archive, plan, helm=helm, gpu_operator_image_mirror=MIRROR,
+                      gpu_operator_image_pull_secrets=["regcred"])
+    res = play(sim, extra)
+    assert res.rc == 0, res
+    assert wait_result(res)["ready"] is True
+    manifest = sim.run(os.path.join(BIN, helm), "get", "manifest", "gpu-operator", "-n", NS).stdout
+    values = sim.run(os.path.join(BIN, helm), "get", "values", "gpu-operator", "-n", NS, "-o", "yaml").stdout
+    for registry in PUBLIC:
+        assert registry not in manifest, registry
+        assert registry not in values, registry
+    images = [c["image"] for p in kget(sim, "pods", "-n", NS)["items"]
+              for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]]
+    assert images and all(i.startswith(MIRROR + "/") for i in images), images
+    pods = kget(sim, "pods", "-n", NS)["items"]
+    assert all(p["spec"].get("imagePullSecrets") == [{"name": "regcred"}] for p in pods), pods
+    assert play(sim, extra).changed() == 0
+
+
+def test_archive_of_another_version_is_refused(airgap, tmp_path_factory):
+    sim, archive, plan = airgap
+    res = play(sim, base_vars(sim, archive, plan, gpu_operator_chart_version="v26.8.0"))
+    assert res.rc != 0
+    assert any("not gpu-operator v26.8.0" in m for m in res.failure_messages()), res
+
+
+def test_unpinned_version_and_bad_values_are_refused_before_any_change(airgap):
+    sim, archive, plan = airgap
+    for bad, needle in ((dict(gpu_operator_chart_version="latest"), "must pin a released chart version"),
+                        (dict(gpu_operator_values={"driver": {"nvidiaDriverCRD": {"enabled": True}}}),
+                         "gpu-operator#1795"),
+                        (dict(gpu_operator_values={"devicePlugins": {}}), "did you mean devicePlugin")):
+        vars_ = base_vars(sim, archive, plan, gpu_operator_namespace="never-created")
+        vars_.update(bad)
+        res = play(sim, vars_)
+        assert res.rc != 0
+        assert any(needle in m for m in res.failure_messages()), (needle, res)
+        assert kget(sim, "namespace", "never-created") is None
+
+
+# --- cluster_policy_wait: failure diagnostics and watch latency ------------------------------------
+
+@pytest.fixture(scope="module")
+def crashloop(tmp_path_factory):
+    nodes = [gpu_node("gpu-a", "550.54.15")]
+    sim = start_cluster(tmp_path_factory, "crash", nodes, faults={"operator_validator_crashloop": ["gpu-a"]})
+    try:
+        yield sim, package_chart(tmp_path_factory), plan_for(nodes)
+    finally:
+        sim.stop()
+
+
+def test_wait_failure_names_the_crashing_validator(crashloop):
+    sim, archive, plan = crashloop
+    started = time.monotonic()
+    res = play(sim, base_vars(sim, archive, plan, gpu_operator_wait_timeout=4))
+    assert res.rc != 0
+    waited = wait_result(res)
+    assert waited["ready"] is False and waited["state"] == "notReady"
+    text = "\n".join(waited["diagnostics"])
+    assert "states not ready" in text
+    assert "nvidia-operator-validator" in text and "unavailable" in text
+    assert "Init:CrashLoopBackOff" in text
+    assert "hint:" in text and "kubectl logs -n gpu-operator" in text
+    assert waited["waited"] >= 4
+    assert time.monotonic() - started < 180
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    """CRD but no operator Deployment: nothing reconciles, the test drives the status."""
+    sim = start_cluster(tmp_path_factory, "bare", [gpu_node("gpu-a")])
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def test_wait_watches_creation_and_status_changes(bare):
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import ClusterPolicyWaiter
+    dyn = bare.dynamic()
+    api = dyn.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    waiter = ClusterPolicyWaiter(dyn, "cluster-policy")
+    out = {}
+
+    def run():
+        out["result"] = waiter.wait(20)
+        out["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)  # the object does not exist yet
+    rendered = subprocess.run([os.path.join(BIN, "helm3"), "template", "x", CHART], check=True,
+                              capture_output=True, text=True).stdout
+    spec = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ClusterPolicy"][0]
+    body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+            "spec": spec["spec"]}
+    api.create(body)
+    cond = {"lastTransitionTime": "2026-01-01T00:00:00Z", "message": "", "observedGeneration": 1}
+
+    def set_status(state, ready_status, reason):
+        obj = api.get(name="cluster-policy").to_dict()
+        obj["status"] = {"state": state, "namespace": NS, "conditions": [
+            dict(cond, type="Ready", status=ready_status, reason=reason),
+            dict(cond, type="Error", status="False" if ready_status == "True" else "True", reason=reason)]}
+        api.status.replace(body=obj)
+
+    time.sleep(0.5)
+    set_status("ready", "True", "NoGPUNodes")  # FACTS.md trap: ready but serving nothing
+    time.sleep(1.0)
+    assert thread.is_alive(), "NoGPUNodes must not count as ready by default"
+    changed_at = time.monotonic()
+    set_status("ready", "True", "Reconciled")
+    thread.join(10)
+    done, obj, summary, waited = out["result"]
+    assert done and summary["reason"] == "Reconciled"
+    assert out["at"] - changed_at < 1.0, "the watch must return within a second of the change"
+    assert waited < 20

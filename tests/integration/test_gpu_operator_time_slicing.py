@@ -1,0 +1,119 @@
+"""Time-slicing through the gpu_operator role on the simulated cluster.
+
+The device plugin twin reads its config only at start (the real trap): a
+content change must restart nvidia-device-plugin-daemonset, and nodes must then
+advertise GPUs x replicas. Pools marked for tenants of different trust refuse
+time-slicing unless overridden.
+"""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from test_gpu_operator import (NS, base_vars, gpu_node, kget, package_chart, plan_for, play,  # noqa: E402
+                               start_cluster)
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+TRUST = "gpu.skaffon.io/trust"
+NODES = [gpu_node("gpu-a", "550.54.15", **{TRUST: "single"}),
+         gpu_node("gpu-b", "550.54.15", **{TRUST: "mixed"}),
+         {"name": "cpu-1"}]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, "ts", NODES)
+    try:
+        archive = package_chart(tmp_path_factory)
+        plan = plan_for(NODES)
+        res = play(sim, base_vars(sim, archive, plan))
+        assert res.rc == 0, res
+        yield sim, archive, plan
+    finally:
+        sim.stop()
+
+
+def ts_vars(sim, archive, plan, ts, **extra):
+    return base_vars(sim, archive, plan, gpu_operator_time_slicing=ts, gpu_operator_time_slicing_verify_retries=15,
+                     **extra)
+
+
+def node(sim, name):
+    return kget(sim, "node", name)
+
+
+def dp_restarted_at(sim):
+    ds = kget(sim, "daemonset", "nvidia-device-plugin-daemonset", "-n", NS)
+    return ((ds["spec"]["template"]["metadata"].get("annotations") or {})
+            .get("kubectl.kubernetes.io/restartedAt"))
+
+
+def test_mixed_trust_pool_is_refused_before_anything_changes(cluster):
+    sim, archive, plan = cluster
+    res = play(sim, ts_vars(sim, archive, plan, {"default": "any", "configs": {"any": {"replicas": 4}}}))
+    assert res.rc != 0
+    msgs = "\n".join(res.failure_messages())
+    assert "time-slicing refused on gpu-b (gpu.skaffon.io/trust=mixed, config any)" in msgs, msgs
+    assert kget(sim, "configmap", "time-slicing-config", "-n", NS) is None
+    assert res.changed() == 0
+
+
+def test_flags_misplacement_is_refused(cluster):
+    sim, archive, plan = cluster
+    raw = ("version: v1\nflags:\n  failRequestsGreaterThanOne: true\nsharing:\n  timeSlicing:\n"
+           "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")
+    res = play(sim, ts_vars(sim, archive, plan, {"configs": {"strict": raw}, "nodes": {"gpu-a": "strict"}}))
+    assert res.rc != 0
+    assert any("k8s-device-plugin#1433" in m for m in res.failure_messages()), res
+
+
+def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster):
+    sim, archive, plan = cluster
+    # a whole-GPU default: with a single config and no default, the device plugin would apply
+    # "shared" to every GPU node, including the mixed-trust pool
+    lone = play(sim, ts_vars(sim, archive, plan, {"configs": {"shared": {"replicas": 4}}, "nodes": {"gpu-a": "shared"}}))
+    assert lone.rc != 0 and any("every GPU node" in m for m in lone.failure_messages()), lone
+    ts = {"configs": {"shared": {"replicas": 4}, "whole": {"replicas": 1}}, "default": "whole",
+          "nodes": {"gpu-a": "shared"}}
+    first = play(sim, ts_vars(sim, archive, plan, ts))
+    assert first.rc == 0, first
+    a = node(sim, "gpu-a")
+    assert a["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "shared"
+    assert a["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "4"
+    assert a["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert int(a["status"]["capacity"]["nvidia.com/gpu"]) == 8
+    b = node(sim, "gpu-b")  # the mixed-trust pool keeps whole GPUs
+    assert b["metadata"]["labels"].get("nvidia.com/gpu.replicas") in (None, "1")
+    assert int(b["status"]["capacity"]["nvidia.com/gpu"]) == 2
+    cp = kget(sim, "clusterpolicy", "cluster-policy")
+    assert cp["spec"]["devicePlugin"]["config"] == {"name": "time-slicing-config", "default": "whole"}
+
+    again = play(sim, ts_vars(sim, archive, plan, ts))
+    assert again.rc == 0 and again.changed() == 0, again
+    before = dp_restarted_at(sim)
+
+    # Edit the content only: without a restart the plugin would keep advertising 4 replicas.
+    ts["configs"]["shared"]["replicas"] = 8
+    changed = play(sim, ts_vars(sim, archive, plan, ts))
+    assert changed.rc == 0, changed
+    assert changed.task_results("Restart the device plugin DaemonSet")[0]["changed"] is True
+    assert dp_restarted_at(sim) and dp_restarted_at(sim) != before
+    a = node(sim, "gpu-a")
+    assert a["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "8"
+    assert int(a["status"]["capacity"]["nvidia.com/gpu"]) == 16
+    assert play(sim, ts_vars(sim, archive, plan, ts)).changed() == 0
+
+
+def test_override_allows_the_mixed_trust_pool(cluster):
+    sim, archive, plan = cluster
+    ts = {"default": "any", "configs": {"any": {"replicas": 2, "rename_by_default": True}}}
+    res = play(sim, ts_vars(sim, archive, plan, ts, gpu_operator_time_slicing_allow_mixed_trust=True))
+    assert res.rc == 0, res
+    for name in ("gpu-a", "gpu-b"):  # gpu-a's per-node selection is gone: it follows the default
+        assert "nvidia.com/device-plugin.config" not in node(sim, name)["metadata"]["labels"]
+    b = node(sim, "gpu-b")
+    assert b["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "2"
+    assert int(b["status"]["capacity"]["nvidia.com/gpu.shared"]) == 4
