@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
 
-.PHONY: all venv demo test sanity lint unit integration package bench clean
+.PHONY: all venv demo test sanity lint unit integration molecule package bench clean
 
 all: test
 
@@ -31,14 +31,14 @@ build/collections: | $(STAMP)
 demo: $(STAMP) build/collections
 	$(BIN)/python scripts/demo.py
 
-test: sanity lint unit integration package
+test: sanity lint unit integration molecule package
 	@echo "make test: all suites passed"
 
 sanity: $(STAMP)
 	VENV=$(VENV) scripts/sanity.sh
 
 lint: $(STAMP) build/collections
-	$(BIN)/ansible-lint --profile production $(wildcard roles playbooks inventories)
+	$(BIN)/ansible-lint --profile production $(wildcard roles playbooks inventories molecule)
 
 unit: $(STAMP) build/collections
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
@@ -46,6 +46,9 @@ unit: $(STAMP) build/collections
 integration: $(STAMP) build/collections
 	scripts/system_deps.sh
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/integration simcluster/tests $(PYTEST_ARGS)
+
+molecule: $(STAMP) build/collections
+	VENV=$(VENV) scripts/molecule.sh
 
 package: $(STAMP)
 	VENV=$(VENV) scripts/package_test.sh
