@@ -80,7 +80,8 @@ def inventory(work, sim, h100_taints=True):
     common = {"ansible_connection": "local", "ansible_become": False,
               "node_prereqs_prepare_host": False, "node_prereqs_kubeconfig": sim.kubeconfig}
     h100_vars = dict(common, node_prereqs_facts_root=h100, node_prereqs_nvidia_smi_path=smi,
-                     node_prereqs_pool={"accelerator": "h100", "topology": "nvlink", "workload": "training"},
+                     node_prereqs_pool={"accelerator": "h100", "topology": "nvlink", "workload": "training",
+                                       "trust": "mixed"},
                      node_prereqs_pool_taints=[{"key": "workload", "value": "training", "effect": "NoSchedule"}]
                      if h100_taints else [])
     l40s_vars = dict(common, node_prereqs_facts_root=l40s, node_prereqs_kernel_release="6.1.0-1-amd64",
@@ -120,7 +121,8 @@ def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
     assert first.changed("gpu-h100-1") == 1 and first.changed("gpu-l40s-1") == 1, first
     labels, taints = node(sim, "gpu-h100-1")
     assert ours(labels) == {PREFIX + "accelerator": "h100", PREFIX + "topology": "nvlink",
-                            PREFIX + "workload": "training", "nvidia.com/gpu.deploy.driver": "false"}
+                            PREFIX + "workload": "training", PREFIX + "trust": "mixed",
+                            "nvidia.com/gpu.deploy.driver": "false"}
     assert labels["team"] == "ml"                       # not ours: kept
     assert [(t["key"], t.get("value"), t["effect"]) for t in taints] == [
         ("example.com/maintenance", None, "PreferNoSchedule"),   # not ours: kept, in place
