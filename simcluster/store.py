@@ -275,6 +275,7 @@ class Store:
                 pass
 
     def _defaults(self, info, obj):
+        _decode_check(info, obj)
         meta = obj["metadata"]
         if info.key == "namespaces":
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
@@ -693,3 +694,31 @@ def _strip_times(obj):
     mf = [{k: v for k, v in e.items() if k != "time"}
           for e in (obj.get("metadata") or {}).get("managedFields") or []]
     return mf
+
+
+_GO_TYPES = {str: "string", int: "number", float: "number", bool: "bool", list: "array",
+             dict: "object", type(None): "null"}
+
+
+def _decode_check(info, obj):
+    """What the real server's JSON decoder refuses in ObjectMeta (400, not a 500 here)."""
+    meta = obj.get("metadata")
+    for field, want, ok in (
+            ("labels", "map[string]string", lambda v: isinstance(v, dict)
+             and all(isinstance(x, str) for x in v.values())),
+            ("annotations", "map[string]string", lambda v: isinstance(v, dict)
+             and all(isinstance(x, str) for x in v.values())),
+            ("name", "string", lambda v: isinstance(v, str)),
+            ("namespace", "string", lambda v: isinstance(v, str)),
+            ("finalizers", "[]string", lambda v: isinstance(v, list))):
+        value = meta.get(field)
+        if value is None or ok(value):
+            continue
+        bad = value if not isinstance(value, dict) else next(
+            v for v in value.values() if not isinstance(v, str))
+        raise errors.ApiError(400, "BadRequest",
+                       '%s in version "%s" cannot be handled as a %s: json: cannot unmarshal %s '
+                       "into Go struct field ObjectMeta.metadata.%s of type %s"
+                       % (info.kind, info.storage_version, info.kind, _GO_TYPES.get(type(bad), "value"),
+                          field if not isinstance(value, dict) else field + ".value", want))
+

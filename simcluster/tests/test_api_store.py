@@ -249,3 +249,22 @@ def test_unknown_resource_reads_empty_and_writes_404(store):
     with pytest.raises(ApiError) as err:
         store.create("clusterpolicies.nvidia.com", {"metadata": {"name": "x"}})
     assert err.value.code == 404
+
+
+def test_wrongly_typed_metadata_is_a_400_decoding_error_not_a_500():
+    from simcluster.errors import ApiError
+    from simcluster.store import Store
+    store = Store()
+    with pytest.raises(ApiError) as err:
+        store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": "x", "labels": "team=a"}})
+    assert err.value.code == 400
+    assert err.value.message == (
+        'Namespace in version "v1" cannot be handled as a Namespace: json: cannot unmarshal string '
+        "into Go struct field ObjectMeta.metadata.labels of type map[string]string")
+    with pytest.raises(ApiError) as err:
+        store.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "c", "namespace": "default",
+                                                 "annotations": {"a": 1}}})
+    assert err.value.code == 400 and "metadata.annotations.value of type map[string]string" in err.value.message
+    assert store.get("namespaces", None, "x") is None
