@@ -171,9 +171,9 @@ def render(spec):
     return {
         "configmap": name,
         "default": default,
-        # The device plugin's config-manager uses the only config of the map when a node has
-        # no label and no default is set: that config then reaches every GPU node.
-        "effective_default": default or (next(iter(configs)) if len(configs) == 1 else ""),
+        # Nodes without a label get the default, or else an empty config (whole GPUs): the
+        # GPU Operator runs config-manager with FALLBACK_STRATEGIES=empty.
+        "effective_default": default,
         "data": data,
         "nodes": dict(nodes),
         "node_labels": dict((n, {LABEL_DEVICE_PLUGIN_CONFIG: k}) for n, k in nodes.items()),
@@ -221,9 +221,8 @@ def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_
     if offenders and not allow_mixed_trust:
         raise TimeSlicingError(
             "time-slicing refused on %s: replicas of a time-sliced GPU share memory and faults, so tenants "
-            "of different trust must not share it. Use MIG or whole GPUs for that pool (a default config with "
-            "replicas: 1; with a single config and no default the device plugin applies it to every GPU node), "
-            "move the config to a single-trust pool, or set gpu_operator_time_slicing_allow_mixed_trust=true "
+            "of different trust must not share it. Use MIG or whole GPUs for that pool (no default, or a default "
+            "config with replicas: 1), move the config to a single-trust pool, or set gpu_operator_time_slicing_allow_mixed_trust=true "
             "to accept the risk."
             % ", ".join(sorted(offenders)))
     return {"placement": placed, "mixed_trust_nodes": sorted(offenders),

@@ -111,7 +111,10 @@ class DevicePlugin:
             snap["missing_cm"] = True
             return snap
         data = cm.get("data") or {}
-        key = label or cfg.get("default") or (next(iter(data)) if len(data) == 1 else None)
+        # The operator runs config-manager with FALLBACK_STRATEGIES=empty: no label and no
+        # default -> empty config (whole GPUs), even when the map holds a single config (the
+        # standalone device-plugin chart's "single" fallback does not apply here).
+        key = label or cfg.get("default") or None
         snap["key"] = key
         if key is None:
             return snap

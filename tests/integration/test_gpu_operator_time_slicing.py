@@ -72,12 +72,9 @@ def test_flags_misplacement_is_refused(cluster):
 
 def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster):
     sim, archive, plan = cluster
-    # a whole-GPU default: with a single config and no default, the device plugin would apply
-    # "shared" to every GPU node, including the mixed-trust pool
-    lone = play(sim, ts_vars(sim, archive, plan, {"configs": {"shared": {"replicas": 4}}, "nodes": {"gpu-a": "shared"}}))
-    assert lone.rc != 0 and any("every GPU node" in m for m in lone.failure_messages()), lone
-    ts = {"configs": {"shared": {"replicas": 4}, "whole": {"replicas": 1}}, "default": "whole",
-          "nodes": {"gpu-a": "shared"}}
+    # A lone config and no default: only the labelled node is time-sliced (the operator runs
+    # config-manager with FALLBACK_STRATEGIES=empty), so the mixed-trust pool is not touched.
+    ts = {"configs": {"shared": {"replicas": 4}}, "nodes": {"gpu-a": "shared"}}
     first = play(sim, ts_vars(sim, archive, plan, ts))
     assert first.rc == 0, first
     a = node(sim, "gpu-a")
@@ -89,7 +86,8 @@ def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster)
     assert b["metadata"]["labels"].get("nvidia.com/gpu.replicas") in (None, "1")
     assert int(b["status"]["capacity"]["nvidia.com/gpu"]) == 2
     cp = kget(sim, "clusterpolicy", "cluster-policy")
-    assert cp["spec"]["devicePlugin"]["config"] == {"name": "time-slicing-config", "default": "whole"}
+    assert cp["spec"]["devicePlugin"]["config"]["name"] == "time-slicing-config"
+    assert not cp["spec"]["devicePlugin"]["config"].get("default")
 
     again = play(sim, ts_vars(sim, archive, plan, ts))
     assert again.rc == 0 and again.changed() == 0, again

@@ -98,11 +98,16 @@ def test_mixed_trust_pool_with_whole_gpu_default_is_fine():
     assert res["placement"] == {"gpu-1": "whole", "gpu-2": "any"} and res["mixed_trust_nodes"] == []
 
 
-def test_single_config_without_default_reaches_every_gpu_node():
-    """config-manager uses the only config when a node has no label and no default is set."""
+def test_single_config_without_default_stays_on_the_labelled_nodes():
+    """The operator runs config-manager with FALLBACK_STRATEGIES=empty: an unlabelled node gets
+    an empty config (whole GPUs), even when the map holds a single config."""
     out = ts.render({"configs": {"any": {"replicas": 4}}, "nodes": {"gpu-2": "any"}})
     nodes = [node("gpu-1", **{"gpu.skaffon.io/trust": "mixed"}), node("gpu-2")]
-    with pytest.raises(ts.TimeSlicingError, match="gpu-1.*every GPU node"):
+    res = ts.check_trust(out, nodes, "gpu.skaffon.io/trust", ["mixed"])
+    assert res["placement"] == {"gpu-2": "any"} and res["mixed_trust_nodes"] == []
+    # ...but selecting the mixed-trust node itself is refused
+    out = ts.render({"configs": {"any": {"replicas": 4}}, "nodes": {"gpu-1": "any"}})
+    with pytest.raises(ts.TimeSlicingError, match="gpu-1"):
         ts.check_trust(out, nodes, "gpu.skaffon.io/trust", ["mixed"])
 
 
