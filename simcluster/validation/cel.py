@@ -10,6 +10,7 @@ flavors-cover-all-resources) are mapped to Python; every other rule is skipped
 import re
 
 from simcluster.errors import FieldError
+from simcluster.validation import json_type
 
 MISSING = object()
 
@@ -60,20 +61,6 @@ def compile_rules(validations):
     return out
 
 
-def _type_name(v):
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
 def check(node, value, old, path, errs):
     """Evaluate the known rules of node (and below) on value; old may be MISSING."""
     if value is None or (node.type == "object" and not isinstance(value, dict)) or (
@@ -83,7 +70,7 @@ def check(node, value, old, path, errs):
         if transition and old is MISSING:
             continue  # transition rules only run on updates with an old value
         if not fn(value, None if old is MISSING else old):
-            errs.append(FieldError("Invalid value", path, node.type or _type_name(value), msg))
+            errs.append(FieldError("Invalid value", path, node.type or json_type(value), msg))
     if not node.has_cel_below:
         return
     if isinstance(value, dict):

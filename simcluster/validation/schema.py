@@ -18,7 +18,7 @@ import re
 import uuid
 
 from simcluster.errors import FieldError
-from simcluster.validation import cel
+from simcluster.validation import cel, json_type
 
 _EMBEDDED_META_FIELDS = {"name", "namespace", "labels", "annotations", "generateName",
                          "finalizers", "uid", "ownerReferences"}
@@ -222,24 +222,6 @@ def _default(value, node):
 
 # -- validation --------------------------------------------------------------
 
-def _json_type(v):
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "unknown"
-
-
 def validate(obj, root, old=None):
     """Field errors of obj against the compiled root schema (metadata excluded).
 
@@ -273,7 +255,7 @@ def _type_ok(v, t, vt):
 
 
 def _validate(v, node, path, errs):
-    vt = _json_type(v)
+    vt = json_type(v)
     if v is None:
         if node.nullable:
             return
