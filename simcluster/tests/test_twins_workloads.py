@@ -38,6 +38,31 @@ def test_deployment_creates_replicaset_and_ready_pods(cluster):
     assert all(p["metadata"]["labels"]["pod-template-hash"] in rs[0]["metadata"]["name"] for p in pods)
 
 
+@pytest.mark.parametrize("store", ["fake", "real"])
+def test_rolling_update_keeps_the_old_pod_until_the_new_one_is_ready(store):
+    """RollingUpdate (maxUnavailable 25% of 1 = 0): a new template whose image never pulls
+    leaves the old pod serving, like a real cluster; Recreate drops it at once."""
+    with TwinCluster("default.yaml", store=store, faults={"image_pull_fail": ["broken:1"]}) as c:
+        c.namespace("apps")
+        c.store.create("deployments.apps", deployment("web", "apps", replicas=1))
+        _ready_deploy(c, "web", 1)
+        old = {p["metadata"]["name"] for p in c.pods("apps", "web-")}
+        c.store.merge_patch("deployments.apps", "apps", "web", {"spec": {"template": {"spec": {
+            "containers": [{"name": "web", "image": "broken:1"}]}}}})
+        c.wait(lambda: any(status_word(p) in ("ErrImagePull", "ImagePullBackOff")
+                           for p in c.pods("apps", "web-")), what="new pod failing to pull")
+        c.settle()
+        running = {p["metadata"]["name"] for p in c.pods("apps", "web-") if status_word(p) == "Running"}
+        assert running == old, "the old pod must keep serving while the new one is not ready"
+        d = c.store.get("deployments.apps", "apps", "web")
+        assert d["status"]["availableReplicas"] == 1 and d["status"]["updatedReplicas"] == 1
+
+        c.store.merge_patch("deployments.apps", "apps", "web", {"spec": {"strategy": {"type": "Recreate"},
+                            "template": {"metadata": {"annotations": {"r": "2"}}}}})
+        c.wait(lambda: not old & {p["metadata"]["name"] for p in c.pods("apps", "web-")},
+               what="Recreate removes the old pod")
+
+
 def test_rollout_restart_replaces_pods_with_a_new_replicaset(cluster):
     c = cluster
     c.store.create("deployments.apps", deployment("web", "apps", replicas=1))

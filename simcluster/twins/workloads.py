@@ -181,17 +181,43 @@ class Deployments:
                                             new["metadata"]["name"], changes)
                 except ApiError:
                     return
-        for old in owned:
-            if old["metadata"]["uid"] != new["metadata"]["uid"] and old["spec"].get("replicas"):
-                try:
-                    store.merge_patch("replicasets.apps", old["metadata"]["namespace"],
-                                      old["metadata"]["name"], {"spec": {"replicas": 0}})
-                    self.ctx.event_once(dep, "ScalingReplicaSet", "Scaled down replica set %s from %s to 0"
-                                        % (old["metadata"]["name"], old["spec"].get("replicas")),
-                                        key="down-%s-%s" % (old["metadata"]["name"], new["metadata"]["name"]))
-                except ApiError:
-                    pass
+        self._scale_down_old(dep, new, owned, want)
         self._status(dep, new, owned, want)
+
+    def _scale_down_old(self, dep, new, owned, want):
+        """RollingUpdate: old pods go only as the new ones become ready, keeping at least
+        want - maxUnavailable ready (so a new template that never gets ready, e.g. an image
+        that does not pull, leaves the old pods serving). Recreate: old ones go at once.
+        Approximation: the new ReplicaSet is scaled to `want` at once (maxSurge not applied)."""
+        store = self.ctx.store
+        old_sets = sorted((r for r in owned if r["metadata"]["uid"] != new["metadata"]["uid"]
+                           and r["spec"].get("replicas")),
+                          key=lambda r: r["metadata"].get("creationTimestamp") or "")
+        if not old_sets:
+            return
+        strategy = dep["spec"].get("strategy") or {}
+        if strategy.get("type") == "Recreate":
+            keep = 0
+        else:
+            max_unavailable = _scaled((strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%"),
+                                      want, round_up=False)
+            new_ready = (new.get("status") or {}).get("readyReplicas", 0)
+            keep = max(0, want - max_unavailable - new_ready)
+        for old in old_sets:
+            current = old["spec"]["replicas"]
+            target = min(current, keep)
+            keep -= target
+            if target == current:
+                continue
+            try:
+                store.merge_patch("replicasets.apps", old["metadata"]["namespace"],
+                                  old["metadata"]["name"], {"spec": {"replicas": target}})
+                self.ctx.event_once(dep, "ScalingReplicaSet", "Scaled down replica set %s from %s to %d"
+                                    % (old["metadata"]["name"], current, target),
+                                    key="down-%s-%s-%d" % (old["metadata"]["name"], new["metadata"]["name"],
+                                                           target))
+            except ApiError:
+                pass
 
     def _status(self, dep, new, owned, want):
         st_new = new.get("status") or {}
@@ -225,6 +251,14 @@ class Deployments:
                   "conditions": conds}
         status = {k: v for k, v in status.items() if v or k in ("observedGeneration", "conditions")}
         write_status(self.ctx.store, "deployments.apps", dep, status)
+
+
+def _scaled(value, total, round_up):
+    """An IntOrString like maxUnavailable ("25%" or 1) as a count of `total` pods."""
+    if isinstance(value, str) and value.endswith("%"):
+        part = total * int(value[:-1]) / 100.0
+        return int(-(-part // 1)) if round_up else int(part)
+    return int(value)
 
 
 def daemonset_pod_node(pod):
