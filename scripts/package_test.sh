@@ -52,4 +52,10 @@ for f in "$installed"/playbooks/*.yml; do
 done
 [ "$playbooks" -gt 0 ] || { echo "FAIL: no playbook in the installed collection" >&2; exit 1; }
 echo "syntax-check: $playbooks playbooks of the installed collection"
+# The AWX/Tower execution environment definition must produce a build context
+# whose Dockerfile installs helm with our script (no container runtime here to build it).
+ansible-builder create -f "$repo/execution-environment.yml" -c "$work/ee" >/dev/null
+grep -q 'python3 /tmp/install_k8s_tools.py --dest /usr/local/bin' "$work/ee/Dockerfile"
+test -f "$work/ee/_build/scripts/install_k8s_tools.py"
+echo "execution environment: build context created"
 echo "package: 1 passed, 0 failed"
