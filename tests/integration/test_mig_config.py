@@ -4,28 +4,16 @@ Strategy single. Each scenario uses its own node, so the module-scoped cluster i
 shared. Scenarios run the module workflow in-process on the real kubernetes.core
 client (fast); check mode, diff and idempotence go through real ansible-playbook.
 """
-import os
 import time
 
 import pytest
 
-from test_mig_helpers import (
-    CRD, install_operator, labels, node, run_mig, run_module_playbook, wait_pod_running, write_cluster_file)
+from test_mig_helpers import labels, mig_module, node, run_mig, run_module_playbook, wait_pod_running
 
 
-CLUSTER_FILE = write_cluster_file("mig-single.yaml", pending=["gpu-h100-4"], failing=["gpu-h100-6"])
 
-pytestmark = [
-    pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
-    pytest.mark.cluster(CLUSTER_FILE),
-]
+pytestmark, cluster = mig_module("mig-single.yaml", "single", pending=["gpu-h100-4"], failing=["gpu-h100-6"])
 
-
-@pytest.fixture(scope="module")
-def cluster(simcluster):
-    install_operator(simcluster, strategy="single")
-    return simcluster
 
 
 def test_check_mode_reports_and_changes_nothing(cluster, tmp_path):

@@ -52,6 +52,24 @@ def write_cluster_file(name, pending=(), failing=()):
     return path
 
 
+def mig_module(name, strategy, pending=(), failing=()):
+    """(pytestmark, cluster fixture) of a MIG test module: its own cluster file, and the
+    operator installed with that MIG strategy once per module."""
+    import pytest
+    marks = [
+        pytest.mark.needs_shared,
+        pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
+        pytest.mark.cluster(write_cluster_file(name, pending, failing)),
+    ]
+
+    @pytest.fixture(scope="module")
+    def cluster(simcluster):
+        install_operator(simcluster, strategy=strategy)
+        return simcluster
+
+    return marks, cluster
+
+
 def install_operator(sim, strategy, timeout=30):
     """What the gpu-operator chart creates that matters here: namespace, operator Deployment
     (the twin reconciles only with it), ClusterPolicy. Waits for MIG-ready nodes."""

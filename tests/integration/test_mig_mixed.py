@@ -1,24 +1,8 @@
 """Integration: MIG strategy mixed on the simulated cluster (own cluster: the strategy is cluster-wide)."""
-import os
+from test_mig_helpers import mig_module, node, run_mig
 
-import pytest
+pytestmark, cluster = mig_module("mig-mixed.yaml", "mixed")
 
-from test_mig_helpers import CRD, install_operator, node, run_mig, write_cluster_file
-
-
-CLUSTER_FILE = write_cluster_file("mig-mixed.yaml", ())
-
-pytestmark = [
-    pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
-    pytest.mark.cluster(CLUSTER_FILE),
-]
-
-
-@pytest.fixture(scope="module")
-def cluster(simcluster):
-    install_operator(simcluster, strategy="mixed")
-    return simcluster
 
 
 def test_mixed_strategy_offers_one_resource_per_profile(cluster):

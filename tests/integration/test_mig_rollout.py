@@ -4,11 +4,10 @@ import os
 import pytest
 
 from playbook import REPO, run_playbook
-from test_mig_helpers import CRD, install_operator, labels, write_cluster_file
+from test_mig_helpers import labels, mig_module
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "mig.yml")
 
-CLUSTER_FILE = write_cluster_file("mig-rollout.yaml", ())
 
 # Hosts listed first in the order the batches should take them (one node of each pool per
 # batch); the pool groups then only assign pools and profiles.
@@ -28,17 +27,8 @@ all:
           hosts: {cpu-1: {}}
 """
 
-pytestmark = [
-    pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
-    pytest.mark.cluster(CLUSTER_FILE),
-]
+pytestmark, cluster = mig_module("mig-rollout.yaml", "single")
 
-
-@pytest.fixture(scope="module")
-def cluster(simcluster):
-    install_operator(simcluster, strategy="single")
-    return simcluster
 
 
 @pytest.fixture()

@@ -1,0 +1,20 @@
+"""The `simcluster` fixture and its hooks, imported by the conftest.py files that use it.
+
+Pick the cluster file with `pytestmark = pytest.mark.cluster("file.yaml")` (resolved in
+tests/clusters/; default tests/clusters/default.yaml).
+"""
+import pytest
+
+from simcluster import testing
+
+simcluster = testing.fixture()
+
+
+def pytest_configure(config):
+    testing.configure(config)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    testing.add_stderr_to_failures(item, call, outcome)
