@@ -10,8 +10,6 @@ import pytest
 
 from test_mig_helpers import labels, mig_module, node, run_mig, run_module_playbook, wait_pod_running
 
-
-
 pytestmark, cluster = mig_module("mig-single.yaml", "single", pending=["gpu-h100-4"], failing=["gpu-h100-6"])
 
 
