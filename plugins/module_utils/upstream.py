@@ -107,3 +107,18 @@ NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtim
 OPERATOR_APP_SELECTOR = "app=gpu-operator"  # label of the operator Deployment and its pods
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
 ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
+
+# --- Tenants: namespaces, quotas, NetworkPolicy, RBAC (roles/tenants) ----------------
+# (names added by the tenants work go here)
+
+
+# --- Queue backends: more KAI Scheduler and Kueue names (roles/queues) ----------------
+# (names added by the queues work go here)
+
+
+# --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------
+# (names added by the monitoring work go here)
+
+
+# --- Platform design (filter platform_design) -----------------------------------------
+# (names added by the design work go here)

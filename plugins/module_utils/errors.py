@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Errors the collection's module bodies raise; the module base turns them into fail_json.
+
+DomainError: the input or the cluster is not what the task needs (a profile the GPU
+does not offer, a team name that is not a DNS label). Its message names the
+variable, the value and the fix; `details` are returned next to `msg`.
+
+ApiError: the Kubernetes API refused or could not be reached. It names the verb,
+the kind, the object and the server's message, with a hint where one is known.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class DomainError(Exception):
+    def __init__(self, msg, **details):
+        super(DomainError, self).__init__(msg)
+        self.msg = msg
+        self.details = details
+
+
+# What a person can do about a status code. 403 is filled in per request (verb, resource).
+STATUS_HINTS = {
+    401: "the credentials were refused: check the kubeconfig, token or client certificate",
+    404: "it does not exist (for a custom resource: is its CRD installed?)",
+    409: "it was changed or created by someone else meanwhile: run the task again",
+    422: "the server refused the object as invalid: see the message for the field",
+    429: "the API server is rate limiting: retried for a while, then gave up; run again later",
+    500: "the API server failed: retried for a while, then gave up; check the API server",
+    503: "the API server is unavailable: retried for a while, then gave up; check the API server",
+}
+
+
+class ApiError(Exception):
+    """A failed Kubernetes API call, readable by a person."""
+
+    def __init__(self, verb, kind, name=None, namespace=None, status=None, reason=None,
+                 message=None, hint=None, url=None):
+        self.verb = verb
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+        self.status = status
+        self.reason = reason
+        self.message = message or ""
+        self.hint = hint
+        self.url = url
+        super(ApiError, self).__init__(self.text())
+
+    def target(self):
+        what = self.kind
+        if self.name:
+            what += " %s" % self.name
+        if self.namespace:
+            what += " in namespace %s" % self.namespace
+        return what
+
+    def text(self):
+        if self.status is None:
+            head = "%s %s: cannot reach the API server%s" % (
+                self.verb, self.target(), (" at %s" % self.url) if self.url else "")
+        else:
+            head = "%s %s: HTTP %s %s" % (self.verb, self.target(), self.status, self.reason or "")
+            head = head.rstrip()
+        text = head + (": %s" % self.message if self.message else "")
+        if self.hint:
+            text += " (%s)" % self.hint
+        return text
+
+    def to_dict(self):
+        return dict(verb=self.verb, kind=self.kind, name=self.name, namespace=self.namespace,
+                    status=self.status, reason=self.reason, message=self.message, hint=self.hint)

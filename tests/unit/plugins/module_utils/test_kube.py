@@ -1,0 +1,102 @@
+"""kube.Kube: every client failure becomes an ApiError naming verb, kind and object; bounded retries."""
+
+import json
+
+import pytest
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+
+
+class FakeApiException(Exception):
+    def __init__(self, status, reason, message, headers=None):
+        super().__init__(reason)
+        self.status, self.reason, self.headers = status, reason, headers or {}
+        self.body = json.dumps({"kind": "Status", "message": message}).encode()
+
+
+class Res:
+    def __init__(self, outcomes):
+        self.outcomes = list(outcomes)
+        self.calls = 0
+
+    def _next(self):
+        self.calls += 1
+        out = self.outcomes.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def get(self, **kw):
+        return self._next()
+
+    def patch(self, **kw):
+        return self._next()
+
+
+class Client:
+    def __init__(self, res):
+        self.client = self
+        self.resources = self
+        self._res = res
+        self.configuration = type("C", (), {"host": "https://api.example:6443"})()
+
+    def get(self, **kw):  # resources.get(api_version=, kind=)
+        return self._res
+
+
+def kube(outcomes, sleeps):
+    clock = [0.0]
+
+    def sleep(s):
+        sleeps.append(s)
+        clock[0] += s
+    res = Res(outcomes)
+    return Kube(Client(res), retry_seconds=10, sleep=sleep, clock=lambda: clock[0]), res
+
+
+def test_forbidden_names_verb_object_and_rbac_verb():
+    sleeps = []
+    k, _ = kube([FakeApiException(403, "Forbidden", 'nodes "gpu-1" is forbidden')], sleeps)
+    with pytest.raises(ApiError) as err:
+        k.patch("v1", "Node", "gpu-1", {"metadata": {}})
+    text = str(err.value)
+    assert text.startswith("PATCH Node gpu-1: HTTP 403 Forbidden: nodes \"gpu-1\" is forbidden")
+    assert "RBAC verb 'patch' on nodes cluster-wide" in text
+    assert sleeps == []
+
+
+def test_read_retries_429_with_retry_after_then_succeeds():
+    sleeps = []
+    k, res = kube([FakeApiException(429, "Too Many Requests", "slow down", {"Retry-After": "2"}),
+                   {"metadata": {"name": "a"}}], sleeps)
+    assert k.get("v1", "ConfigMap", "a", "ns") == {"metadata": {"name": "a"}}
+    assert sleeps == [2.0] and res.calls == 2
+
+
+def test_read_5xx_retried_for_a_bounded_time_then_reported():
+    sleeps = []
+    k, res = kube([FakeApiException(500, "Internal Server Error", "boom")] * 50, sleeps)
+    with pytest.raises(ApiError) as err:
+        k.list("v1", "Pod", namespace="ns")
+    assert err.value.status == 500 and sum(sleeps) <= 10
+    assert "LIST Pod in namespace ns: HTTP 500" in str(err.value)
+
+
+def test_write_5xx_is_not_retried():
+    sleeps = []
+    k, res = kube([FakeApiException(500, "Internal Server Error", "boom"), {}], sleeps)
+    with pytest.raises(ApiError):
+        k.patch("v1", "Node", "gpu-1", {})
+    assert res.calls == 1 and sleeps == []
+
+
+def test_get_404_is_none_and_lost_connection_names_the_url():
+    sleeps = []
+    k, _ = kube([FakeApiException(404, "Not Found", "not found")], sleeps)
+    assert k.get("v1", "Node", "x") is None
+    k, _ = kube([ConnectionResetError("Connection reset by peer")] * 50, sleeps)
+    with pytest.raises(ApiError) as err:
+        k.get("v1", "Node", "x")
+    assert err.value.status is None
+    assert "cannot reach the API server at https://api.example:6443" in str(err.value)
