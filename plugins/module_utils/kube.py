@@ -20,8 +20,11 @@ import time
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import STATUS_HINTS, ApiError
 
 try:
+    from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 except ImportError:  # pragma: no cover - AnsibleK8SModule reports the missing library
+    DynamicClient = None
+
     class ResourceNotFoundError(Exception):
         pass
 
@@ -114,12 +117,21 @@ def forbidden_hint(verb, kind, namespace):
     return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, rbac_resource(kind), scope)
 
 
+def as_kube(client):
+    """A Kube for a DynamicClient; anything else (a Kube, a test fake) as it is."""
+    if DynamicClient is not None and isinstance(client, DynamicClient):
+        return Kube(client)
+    return client
+
+
 class Kube(object):
     """Wraps kubernetes.core's K8SClient (`get_api_client(module)`)."""
 
     def __init__(self, k8s_client, retry_seconds=30.0, sleep=time.sleep, clock=time.monotonic):
         self.k8s = k8s_client
-        self.dynamic = k8s_client.client
+        # kubernetes.core's K8SClient, or a plain DynamicClient (tests, scripts)
+        is_dynamic = DynamicClient is not None and isinstance(k8s_client, DynamicClient)
+        self.dynamic = k8s_client if is_dynamic else k8s_client.client
         self.retry_seconds = retry_seconds
         self._sleep = sleep
         self._clock = clock

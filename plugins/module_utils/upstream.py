@@ -128,6 +128,7 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Module foundations: Kubernetes names the modules read (core) -----------------------
 COND_POD_READY = "Ready"                              # Pod condition
+LABEL_APP = "app"                                     # the operand pods' app label
 TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep DaemonSet pods away
 WAITING_CRASH_LOOP = "CrashLoopBackOff"
 WAITING_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
