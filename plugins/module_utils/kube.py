@@ -118,8 +118,9 @@ def forbidden_hint(verb, kind, namespace):
 
 
 def as_kube(client):
-    """A Kube for a DynamicClient; anything else (a Kube, a test fake) as it is."""
-    if DynamicClient is not None and isinstance(client, DynamicClient):
+    """A Kube for a DynamicClient or kubernetes.core's K8SClient; a Kube (or a test fake) as it is."""
+    if DynamicClient is not None and (isinstance(client, DynamicClient)
+                                      or isinstance(getattr(client, "client", None), DynamicClient)):
         return Kube(client)
     return client
 
