@@ -34,6 +34,14 @@ _FIX_BROKEN = {
     "driver_library_mismatch": "reboot so the kernel module matches the upgraded user-space driver, "
                                "or reinstall one consistent driver version",
     "userspace_missing": "reinstall the driver package (nvidia-smi and NVML are missing)",
+    "gpu_lost": "hardware: reboot the node to recover the GPU; if it happens again, check the GPU "
+                "(Xid errors in dmesg, power, cooling, seating) with the hardware vendor",
+    "gpu_unreachable": "hardware: reboot the node; if the GPU stays unreachable, check it (Xid errors in "
+                       "dmesg) with the hardware vendor",
+    "gpu_xid": "hardware: read the Xid in dmesg (NVIDIA Xid catalog), reboot the node; a repeating Xid "
+               "(for example 79, fallen off the bus) needs the hardware vendor",
+    "nvml_container_cgroup": "runtime/cgroup: recreate the container (it regains the devices); to stop it "
+                             "recurring use CDI or nvidia-ctk's /dev/char symlinks (NVIDIA/nvidia-container-toolkit#48)",
 }
 _FIX_BROKEN_DEFAULT = "repair the host driver so nvidia-smi answers"
 
@@ -102,7 +110,7 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
 
     issues = []
     nodes = {}
-    missing, ignored = [], []
+    missing, ignored, ignored_why = [], [], {}
     for host, value in entries:
         facts = _facts_of(value)
         node = _node_name(host, value)
@@ -111,6 +119,9 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
             continue
         if not facts.get("gpu_host"):
             ignored.append(node)
+            why = (facts.get("driver") or {}).get("reason")
+            if (facts.get("driver") or {}).get("software_without_gpu") and why:
+                ignored_why[node] = why
             continue
         driver = facts.get("driver") or {}
         toolkit = facts.get("toolkit") or {}
@@ -230,7 +241,8 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
     if not nodes and not missing:
         _warn(issues, "no_gpu_nodes", [], "no GPU node in the input: nothing to plan")
     if ignored:
-        _warn(issues, "not_gpu_hosts", ignored, "no NVIDIA GPU found on %s; left out of the plan" % ", ".join(ignored))
+        _warn(issues, "not_gpu_hosts", ignored, "no NVIDIA GPU found on %s; left out of the plan%s" % (
+            ", ".join(ignored), "".join(" (%s: %s)" % (n, ignored_why[n]) for n in sorted(ignored_why))))
 
     warnings = warnings_only + [i["message"] for i in issues if i["severity"] == "warning"]
     return {
