@@ -80,6 +80,17 @@ def _warn(issues, code, nodes, message):
     issues.append({"severity": "warning", "code": code, "nodes": sorted(nodes), "message": message})
 
 
+def _setting(name, override, auto, overrides, warnings):
+    """The final value of a chart setting: the override when given (recorded, warned when it differs)."""
+    if override is None:
+        return auto
+    overrides.append({"setting": name, "value": override, "auto": auto})
+    if override != auto:
+        warnings.append("%s=%s set explicitly (override); the facts alone give %s"
+                        % (name, str(override).lower(), str(auto).lower()))
+    return override
+
+
 def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False,
                 only=None):
     """Plan driver.enabled / toolkit.enabled and per-node deploy labels.
@@ -154,21 +165,11 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
     overrides = []
     warnings_only = []
 
-    # Driver: all host -> false; none -> true; mixed -> true + labels.
-    auto_driver = not (nodes and len(host_driver) == len(nodes))
-    final_driver = auto_driver if driver_enabled is None else driver_enabled
-    if driver_enabled is not None:
-        overrides.append({"setting": "driver.enabled", "value": driver_enabled, "auto": auto_driver})
-        if driver_enabled != auto_driver:
-            warnings_only.append("driver.enabled=%s set explicitly (override); the facts alone give %s"
-                                 % (str(driver_enabled).lower(), str(auto_driver).lower()))
-    auto_toolkit = not (nodes and len(host_toolkit) == len(nodes))
-    final_toolkit = auto_toolkit if toolkit_enabled is None else toolkit_enabled
-    if toolkit_enabled is not None:
-        overrides.append({"setting": "toolkit.enabled", "value": toolkit_enabled, "auto": auto_toolkit})
-        if toolkit_enabled != auto_toolkit:
-            warnings_only.append("toolkit.enabled=%s set explicitly (override); the facts alone give %s"
-                                 % (str(toolkit_enabled).lower(), str(auto_toolkit).lower()))
+    # Driver: all host -> false; none -> true; mixed -> true + labels. The same for the toolkit.
+    final_driver = _setting("driver.enabled", driver_enabled, not (nodes and len(host_driver) == len(nodes)),
+                            overrides, warnings_only)
+    final_toolkit = _setting("toolkit.enabled", toolkit_enabled, not (nodes and len(host_toolkit) == len(nodes)),
+                             overrides, warnings_only)
 
     # Host-driver/toolkit nodes are labelled whatever the fleet looks like: the
     # label is required when the fleet is mixed and harmless when the operator
