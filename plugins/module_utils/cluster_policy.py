@@ -37,6 +37,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream impo
     MIG_RESOURCE_PREFIX,
     OPERATOR_VALIDATOR_PREFIX,
     POD_DONE_PHASES,
+    POD_RUNNING,
     PSA_LABEL_PREFIX,
     REASON_DRIVER_NOT_READY,
     REASON_NFD_LABELS_MISSING,
@@ -143,7 +144,7 @@ def pod_ready(pod):
 
 def pod_healthy(pod):
     phase = (pod.get("status") or {}).get("phase")
-    return phase == POD_DONE_PHASES[0] or (phase == "Running" and pod_ready(pod))
+    return phase == POD_DONE_PHASES[0] or (phase == POD_RUNNING and pod_ready(pod))
 
 
 def rollout_pending(deployment):

@@ -386,7 +386,7 @@ def expected_offer(layout, product, strategy, model=None):
         if not mig_counts:
             return {"allocatable": {upstream.GPU_RESOURCE: 0}, "labels": labels}
         profile, total = list(mig_counts.items())[0]
-        labels.update(_mig_device_labels("nvidia.com/gpu.", model, profile, product))
+        labels.update(_mig_device_labels(upstream.GPU_LABEL_PREFIX, model, profile, product))
         labels[upstream.LABEL_GPU_COUNT] = str(total)
         return {"allocatable": {upstream.GPU_RESOURCE: total}, "labels": labels}
     if strategy == "mixed":

@@ -86,8 +86,8 @@ class MigConfigurator(object):
         spec = policy.get("spec") or {}
         if (spec.get("migManager") or {}).get("enabled") is False:
             raise MigConfigError("ClusterPolicy %s has spec.migManager.enabled=false: no mig-manager would act on "
-                                 "nvidia.com/mig.config; enable it (helm value migManager.enabled=true)"
-                                 % policy["metadata"]["name"])
+                                 "%s; enable it (helm value migManager.enabled=true)"
+                                 % (policy["metadata"]["name"], upstream.LABEL_MIG_CONFIG))
         strategy = (spec.get("mig") or {}).get("strategy") or "single"
         if strategy not in ("single", "mixed"):
             raise MigConfigError("ClusterPolicy %s spec.mig.strategy is %r: set it to single or mixed "

@@ -29,7 +29,6 @@ PSA_LEVELS = ("privileged", "baseline", "restricted")
 CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 CLUSTER_POLICY_NAME = "cluster-policy"
-CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 
 CP_STATE_READY = "ready"
 CP_STATE_IGNORED = "ignored"
@@ -123,6 +122,9 @@ TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep Daem
 WAITING_CRASH_LOOP = "CrashLoopBackOff"
 WAITING_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
 POD_DONE_PHASES = ("Succeeded", "Failed")
+POD_RUNNING = "Running"
 LABEL_NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"  # NFD: an NVIDIA PCI device
 OPERATOR_VALIDATOR_PREFIX = "nvidia-operator-validator"  # operand DaemonSet / pod name prefix
 GPU_OPERATOR_CONTAINER = "gpu-operator"               # container of the operator Deployment (chart)
+CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
+GPU_LABEL_PREFIX = GPU_RESOURCE + "."                 # GFD labels nvidia.com/gpu.product, .count, ...
