@@ -44,3 +44,12 @@ def test_operator_deployment_is_found_by_the_component_label_only(rendered):
     # NFD (subchart) objects must not be mistaken for the operator
     assert all(not matches(OPERATOR_SELECTOR, d["metadata"].get("labels") or {})
                for d in workloads if "node-feature-discovery" in d["metadata"]["name"])
+
+
+def test_nfd_worker_config_yields_the_pci_label_we_read(rendered):
+    """NFD labels feature.node.kubernetes.io/pci-<vendor>.present for the whitelisted classes: the chart's
+    worker config must keep vendor as the only label field and list the GPU classes (0300 VGA, 0302 3D)."""
+    conf = [d for d in rendered if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("worker-conf")]
+    pci = yaml.safe_load(conf[0]["data"]["nfd-worker.conf"])["sources"]["pci"]
+    assert pci["deviceLabelFields"] == ["vendor"] and {"0300", "0302"} <= set(pci["deviceClassWhitelist"])
+    assert upstream.LABEL_NFD_NVIDIA_PCI == "feature.node.kubernetes.io/pci-10de.present"
