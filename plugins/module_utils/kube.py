@@ -54,7 +54,8 @@ def _server_message(exc):
     return str(getattr(exc, "summary", lambda: "")() or exc)
 
 
-def _retry_after(exc):
+def retry_after(exc):
+    """Seconds of a 429's Retry-After header, or None."""
     headers = getattr(exc, "headers", None) or {}
     try:
         value = headers.get("Retry-After") if hasattr(headers, "get") else None
@@ -176,7 +177,7 @@ class Kube(object):
                 retriable = err.status == 429 or (
                     verb in READ_VERBS and (err.status is None or err.status >= 500)) or (
                     err.status is None and _connection_refused(exc))
-                wait = _retry_after(exc) if err.status == 429 else None
+                wait = retry_after(exc) if err.status == 429 else None
                 wait = delay if wait is None else wait
                 if not retry or not retriable or self._clock() + wait > deadline:
                     raise err

@@ -23,6 +23,8 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import retry_after as _retry_after
+
 try:
     from kubernetes.dynamic.resource import ResourceInstance
 except ImportError:  # pragma: no cover - the module base reports the missing library
@@ -141,7 +143,8 @@ class ObjectWatch(object):
                 down_since = now if down_since is None else down_since
                 if now - down_since >= self.outage_seconds or now >= deadline:
                     raise err
-                self.sleep(min(backoff, max(0.0, deadline - now)))
+                wait = (_retry_after(exc) if err.status == 429 else None) or backoff
+                self.sleep(min(wait, max(0.0, deadline - now)))
                 backoff = min(backoff * 2, 4.0)
             finally:
                 if stream is not None:

@@ -358,3 +358,20 @@ def test_wait_nodes_watches_until_every_expected_node_offers_gpus():
     W2, _ = make_watch([], clock2)
     w2 = waiter(FakeResource([FakeList([gpu_node("gpu-1")], "3")]), W2, clock2, expect_nodes=["gpu-1", "gpu-3"])
     assert w2.wait_nodes(10) is False and sorted(w2.node_reasons) == ["gpu-1", "gpu-3"]
+
+
+def test_watch_429_waits_retry_after_then_resumes():
+    clock = Clock()
+    slept = []
+    real_sleep = clock.sleep
+
+    def sleep(seconds):
+        slept.append(seconds)
+        real_sleep(seconds)
+    clock.sleep = sleep
+    res = FakeResource([FakeList([policy("notReady", "Error", "False")], "5")])
+    limited = ApiException(status=429, reason="Too Many Requests")
+    limited.headers = {"Retry-After": "3"}
+    W, seen = make_watch([[limited], [{"type": "MODIFIED", "object": policy("ready", "Reconciled")}]], clock)
+    done, _obj, _summary, _waited = waiter(res, W, clock).wait(60)
+    assert done and slept == [3.0] and [kw["resource_version"] for kw in seen] == ["5", "5"]
