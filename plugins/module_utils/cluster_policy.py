@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.waiter import deployment_ready
@@ -53,6 +54,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.watch import 
 READY_REASONS = (REASON_RECONCILED, REASON_NO_GPU_NODES, REASON_NFD_LABELS_MISSING)
 OPERATOR_SELECTOR = GPU_OPERATOR_COMPONENT_SELECTOR
 LOGS_READ = 3   # crashing pods whose last log line is read for the report
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 HINTS = {
     REASON_NO_GPU_NODES: (
@@ -492,6 +494,11 @@ def run(module, waiter_class=ClusterPolicyWaiter):
     for key in ("timeout", "stable_for"):
         if params[key] < 0:
             raise DomainError("%s must be >= 0 seconds, got %s: give a number of seconds" % (key, params[key]))
+    bad = [n for n in params["expect_nodes"] if not NODE_NAME_RE.match(n or "") or len(n) > 253]
+    if bad:
+        raise DomainError("expect_nodes: %s %s not a valid node name (a DNS-1123 subdomain: lowercase letters, "
+                          "digits, '-' and '.'): give the Kubernetes node names" % (
+                              ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are"))
     if not module.kube.served(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND):
         if module.check_mode:
             # A check-mode install has not created the CRD: nothing to wait for yet.

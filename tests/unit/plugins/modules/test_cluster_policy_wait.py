@@ -78,3 +78,10 @@ def test_missing_crd_fails_in_normal_mode_and_not_in_check_mode():
 def test_negative_timeout_is_refused_naming_it():
     with pytest.raises(DomainError, match="timeout must be >= 0 seconds, got -1"):
         cp.run(FakeModule(timeout=-1), FakeWaiter)
+
+
+def test_bad_node_names_are_refused_before_any_read():
+    module = FakeModule(expect_nodes=["gpu-1", "GPU_2"])
+    module.kube = None   # any API call would fail
+    with pytest.raises(DomainError, match=r"expect_nodes: 'GPU_2' is not a valid node name"):
+        cp.run(module, FakeWaiter)
