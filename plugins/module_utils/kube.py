@@ -20,8 +20,11 @@ import time
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import STATUS_HINTS, ApiError
 
 try:
+    from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 except ImportError:  # pragma: no cover - AnsibleK8SModule reports the missing library
+    DynamicClient = None
+
     class ResourceNotFoundError(Exception):
         pass
 
@@ -29,6 +32,8 @@ DRY_RUN_ALL = "All"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 READ_VERBS = ("GET", "LIST", "WATCH")
+WRITE_5XX_HINT = ("the API server failed; a write is not retried blindly (it may have been applied): "
+                  "re-run the task, it reads the current state first")
 
 
 def as_dict(obj):
@@ -49,7 +54,8 @@ def _server_message(exc):
     return str(getattr(exc, "summary", lambda: "")() or exc)
 
 
-def _retry_after(exc):
+def retry_after(exc):
+    """Seconds of a 429's Retry-After header, or None."""
     headers = getattr(exc, "headers", None) or {}
     try:
         value = headers.get("Retry-After") if hasattr(headers, "get") else None
@@ -63,6 +69,35 @@ def _connection_refused(exc):
     return "NewConnectionError" in text or "Connection refused" in text
 
 
+def _transport(exc, verb):
+    """(message, hint) for a failure below HTTP: refused, timed out, dropped."""
+    cause = getattr(exc, "reason", None)   # urllib3 MaxRetryError wraps the real one
+    inner = cause if isinstance(cause, Exception) else exc
+    text = "%s %s" % (type(inner).__name__, inner)
+    if _connection_refused(exc):
+        return ("connection refused",
+                "is the API server running, and does the kubeconfig (server, context) point at it?")
+    if "Timeout" in text or "timed out" in text:
+        message, hint = "no answer in time (%s)" % _short(text), "the API server is overloaded or unreachable"
+    elif "Name or service not known" in text or "nodename nor servname" in text or "resolve" in text:
+        return "%s" % _short(text), "the API server's host name does not resolve: check the kubeconfig"
+    else:
+        message, hint = "connection lost (%s)" % _short(text), "the API server closed the connection (restarting?)"
+    if verb not in READ_VERBS:
+        hint += "; the change may have been applied before the connection was lost: re-run the task, it reads first"
+    return message, hint
+
+
+def _short(text):
+    text = " ".join(str(text).split())
+    # drop urllib3's object reprs: "<urllib3.connection.HTTPConnection object at 0x..>: "
+    while "<" in text and ">: " in text:
+        start = text.index("<")
+        end = text.index(">: ", start) + 3
+        text = text[:start] + text[end:]
+    return text[:300]
+
+
 def plural(kind):
     low = kind.lower()
     if low.endswith("y"):
@@ -72,20 +107,38 @@ def plural(kind):
     return low + "s"
 
 
+def rbac_resource(kind):
+    """"Pod log" -> pods/log, "Node" -> nodes (the resource an RBAC rule names)."""
+    base, _sep, sub = kind.partition(" ")
+    return plural(base) + ("/" + sub.lower() if sub else "")
+
+
 def forbidden_hint(verb, kind, namespace):
     rbac_verb = {"GET": "get", "LIST": "list", "WATCH": "watch", "CREATE": "create", "PATCH": "patch",
                  "APPLY": "patch", "REPLACE": "update", "DELETE": "delete"}.get(verb, verb.lower())
     scope = ("in namespace %s (a Role)" % namespace) if namespace else "cluster-wide (a ClusterRole)"
-    return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, plural(kind), scope)
+    return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, rbac_resource(kind), scope)
+
+
+def as_kube(client):
+    """A Kube for a DynamicClient or kubernetes.core's K8SClient; a Kube (or a test fake) as it is."""
+    if DynamicClient is not None and (isinstance(client, DynamicClient)
+                                      or isinstance(getattr(client, "client", None), DynamicClient)):
+        return Kube(client)
+    return client
 
 
 class Kube(object):
     """Wraps kubernetes.core's K8SClient (`get_api_client(module)`)."""
 
-    def __init__(self, k8s_client, retry_seconds=30.0, sleep=time.sleep, clock=time.monotonic):
+    def __init__(self, k8s_client, retry_seconds=30.0, sleep=time.sleep, clock=time.monotonic,
+                 request_timeout=(10, 60)):
         self.k8s = k8s_client
-        self.dynamic = k8s_client.client
+        # kubernetes.core's K8SClient, or a plain DynamicClient (tests, scripts)
+        is_dynamic = DynamicClient is not None and isinstance(k8s_client, DynamicClient)
+        self.dynamic = k8s_client if is_dynamic else k8s_client.client
         self.retry_seconds = retry_seconds
+        self.request_timeout = request_timeout   # (connect, read) seconds: a hung server is an error too
         self._sleep = sleep
         self._clock = clock
         self._resources = {}
@@ -105,13 +158,15 @@ class Kube(object):
             hint = forbidden_hint(verb, kind, namespace) if status == 403 else STATUS_HINTS.get(status)
             if status >= 500 and status not in STATUS_HINTS:
                 hint = STATUS_HINTS[500]
+            if status >= 500 and verb not in READ_VERBS:
+                hint = WRITE_5XX_HINT
             return ApiError(verb, kind, name, namespace, status=status, reason=getattr(exc, "reason", None),
                             message=_server_message(exc), hint=hint, url=self.url)
-        return ApiError(verb, kind, name, namespace, status=None, message="%s: %s" % (type(exc).__name__, exc),
-                        hint="check that the API server runs and the kubeconfig points at it", url=self.url)
+        message, hint = _transport(exc, verb)
+        return ApiError(verb, kind, name, namespace, status=None, message=message, hint=hint, url=self.url)
 
-    def call(self, verb, kind, name, namespace, fn):
-        """Run fn(); translate every failure, retrying where that is safe."""
+    def call(self, verb, kind, name, namespace, fn, retry=True):
+        """Run fn(); translate every failure, retrying where that is safe (never when retry=False)."""
         deadline = self._clock() + self.retry_seconds
         delay = 0.5
         while True:
@@ -122,9 +177,9 @@ class Kube(object):
                 retriable = err.status == 429 or (
                     verb in READ_VERBS and (err.status is None or err.status >= 500)) or (
                     err.status is None and _connection_refused(exc))
-                wait = _retry_after(exc) if err.status == 429 else None
+                wait = retry_after(exc) if err.status == 429 else None
                 wait = delay if wait is None else wait
-                if not retriable or self._clock() + wait > deadline:
+                if not retry or not retriable or self._clock() + wait > deadline:
                     raise err
                 self._sleep(wait)
                 delay = min(delay * 2, 4.0)
@@ -152,7 +207,8 @@ class Kube(object):
         res = self.resource(api_version, kind)
         try:
             return as_dict(self.call("GET", kind, name, namespace,
-                                     lambda: res.get(name=name, namespace=namespace)))
+                                     lambda: res.get(name=name, namespace=namespace,
+                                                     _request_timeout=self.request_timeout)))
         except ApiError as err:
             if err.status == 404:
                 return None
@@ -161,17 +217,40 @@ class Kube(object):
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         """(items, resourceVersion) of one LIST call."""
         res = self.resource(api_version, kind)
-        params = dict(namespace=namespace)
+        params = dict(namespace=namespace, _request_timeout=self.request_timeout)
         if label_selector:
             params["label_selector"] = label_selector
         if field_selector:
             params["field_selector"] = field_selector
-        result = as_dict(self.call("LIST", kind, None, namespace, lambda: res.get(**params)))
+        selected = ",".join(s for s in (label_selector, field_selector) if s)
+        result = as_dict(self.call("LIST", kind, ("[%s]" % selected) if selected else None, namespace,
+                                   lambda: res.get(**params)))
         return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion")
 
+    def log(self, name, namespace, container=None, tail_lines=None):
+        """Text of a pod's container log (GET pods/log)."""
+        core = self._core()
+        kwargs = dict((k, v) for k, v in (("container", container), ("tail_lines", tail_lines)) if v)
+        return self.call("GET", "Pod log", name, namespace,
+                         lambda: core.read_namespaced_pod_log(name, namespace, **kwargs))
+
+    def _core(self):
+        from kubernetes.client import CoreV1Api  # the module base guards the import
+        return CoreV1Api(self.dynamic.client)
+
     # -- writes ------------------------------------------------------------------
-    @staticmethod
-    def _dry(params, dry_run):
+    def evict(self, name, namespace, dry_run=False):
+        """policy/v1 Eviction. Not retried here: 429 means a PodDisruptionBudget refuses it now,
+        which the caller decides about (kubectl drain retries it)."""
+        core = self._core()
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if dry_run:
+            body["deleteOptions"] = {"dryRun": [DRY_RUN_ALL]}
+        return self.call("CREATE", "Pod eviction", name, namespace,
+                         lambda: core.create_namespaced_pod_eviction(name, namespace, body), retry=False)
+
+    def _dry(self, params, dry_run):
+        params["_request_timeout"] = self.request_timeout
         if dry_run:
             params["dry_run"] = DRY_RUN_ALL
         return params
