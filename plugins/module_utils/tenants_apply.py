@@ -148,12 +148,20 @@ def plan_update(desired, live):
     return patch, fields, False
 
 
-def diff_view(obj):
+def diff_view(obj, desired=None):
+    """The part of an object we own; for a live object only the label/annotation keys we set or want."""
     if obj is None:
         return {}
     meta = obj.get("metadata") or {}
-    view = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {},
-                         "annotations": dict((k, v) for k, v in (meta.get("annotations") or {}).items()
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if desired is not None:
+        old_labels, old_annotations = owned_keys(obj)
+        want = desired["metadata"]
+        labels = dict((k, v) for k, v in labels.items() if k in old_labels or k in (want.get("labels") or {}))
+        annotations = dict((k, v) for k, v in annotations.items()
+                           if k in old_annotations or k in (want.get("annotations") or {}))
+    view = {"metadata": {"name": meta.get("name"), "labels": labels,
+                         "annotations": dict((k, v) for k, v in annotations.items()
                                              if k != tenants.OWNED_KEYS_ANNOTATION)}}
     if meta.get("namespace"):
         view["metadata"]["namespace"] = meta["namespace"]
@@ -426,7 +434,7 @@ class TenantsApply(object):
                 drift.append({"object": ref(obj), "fields": fields})
             if self.want_diff:
                 diffs.append({"before_header": ref(obj), "after_header": ref(obj),
-                              "before": diff_view(current), "after": diff_view(desired)})
+                              "before": diff_view(current, desired), "after": diff_view(desired)})
         summary["Namespace"]["pruned"] = sum(1 for p in pruned if p["action"] in ("deleted", "would_delete"))
         changed = bool(changes) or summary["Namespace"]["pruned"] > 0
         result = {"changed": changed, "summary": summary, "changes": changes, "drift": drift,
