@@ -192,7 +192,7 @@ def _check_quota(problems, team, quota, cluster):
             continue
         if amount < 0:
             problems.add(team, field, value, "must not be negative")
-        if resource.startswith(upstream.MIG_RESOURCE_PREFIX):
+        if cluster is not None and resource.startswith(upstream.MIG_RESOURCE_PREFIX):
             offered = cluster.get("mig_resources")
             if offered is None:
                 problems.add(team, field, value,
@@ -410,8 +410,8 @@ def gpu_quota(entry):
 
 
 def validate(teams, settings, cluster=None):
-    """Every problem of `teams` (the tenants_list), [] when all can be applied."""
-    cluster = cluster or {}
+    """Every problem of `teams` (the tenants_list), [] when all can be applied.
+    Without `cluster` the checks that need the cluster (GPUs, MIG resources) are skipped."""
     problems = _Problems()
     if not isinstance(teams, list):
         return ["%s = %s: must be a list of teams ({name: team-a, quota: ..., ...})" % (VARIABLE, _show(teams))]
@@ -440,7 +440,7 @@ def validate(teams, settings, cluster=None):
             seen.setdefault(name, index)
         _check_team(problems, team, entry, settings, cluster)
     total = sum(gpu_quota(e) for e in teams)
-    available = cluster.get("gpus")
+    available = (cluster or {}).get("gpus")
     if total and available is not None and total > available and not settings.get("allow_overcommit"):
         per_team = ", ".join("%s=%d" % (e.get("name"), gpu_quota(e)) for e in teams
                              if isinstance(e, dict) and gpu_quota(e))
