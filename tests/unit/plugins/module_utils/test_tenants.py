@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import (
     QuantityError,
     parse_quantity,
@@ -194,3 +195,111 @@ def test_role_ref_change_needs_replace():
 def test_merge_diff():
     assert merge_diff({"a": 1, "b": {"c": 1, "d": 2}}, {"a": 1, "b": {"c": 2}}) == {"b": {"c": 2, "d": None}}
     assert comparable({"kind": "Namespace", "metadata": {}}) == {}
+
+
+# --- TenantsApply with a fake Kube (the order and number of requests) ------------------------------
+
+class FakeKube(object):
+    def __init__(self, objects=(), fail=()):
+        self.objects = dict(((o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]), o) for o in objects)
+        self.calls = []
+        self.fail = set(fail)           # (verb, kind, name)
+
+    def _check(self, verb, kind, name):
+        self.calls.append((verb, kind, name))
+        if (verb, kind, name) in self.fail:
+            from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
+            raise ApiError(verb, kind, name, status=500, reason="Internal Server Error", message="boom")
+
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        self.calls.append(("LIST", kind, label_selector))
+        items = [json.loads(json.dumps(o)) for k, o in self.objects.items() if k[0] == kind
+                 and (namespace is None or k[1] == namespace)]
+        if label_selector:
+            key, _, value = label_selector.partition("=")
+            items = [o for o in items if (o["metadata"].get("labels") or {}).get(key) == value]
+        return items, "1"
+
+    def get(self, api_version, kind, name, namespace=None):
+        self.calls.append(("GET", kind, name))
+        return None
+
+    def create(self, body, dry_run=False):
+        self._check("CREATE", body["kind"], body["metadata"]["name"])
+        self.objects[(body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])] = body
+
+    def patch(self, api_version, kind, name, patch, namespace=None, **kw):
+        self._check("PATCH", kind, name)
+
+    def delete(self, api_version, kind, name, namespace=None, **kw):
+        self._check("DELETE", kind, name)
+        self.objects.pop((kind, namespace, name), None)
+
+
+def apply(kube, teams, check=False, **params):
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import TenantsApply
+    params = dict(params, tenants=teams, cluster_gpus=12)
+    return TenantsApply(kube, params, check_mode=check).run()
+
+
+def writes_of(kube):
+    return [c for c in kube.calls if c[0] in ("CREATE", "PATCH", "DELETE")]
+
+
+def test_apply_then_converged_then_rule_removed():
+    kube = FakeKube()
+    team = dict(ISSUE_TEAM, quota={"requests.cpu": "4"})
+    first = apply(kube, [team])
+    assert first["summary"]["NetworkPolicy"]["created"] == 5 and first["requests"]["LIST"] == 5
+    assert writes_of(kube)[0] == ("CREATE", "Namespace", "team-a")      # the namespace first
+    kube.calls = []
+    again = apply(kube, [team])
+    assert not again["changed"] and writes_of(kube) == []
+    assert [c[0] for c in kube.calls] == ["LIST"] * 5
+    kube.calls = []
+    fewer = dict(team, network={}, groups={"edit": ["idp-team-a"]})
+    result = apply(kube, [fewer])
+    assert sorted(writes_of(kube)) == sorted([("DELETE", "NetworkPolicy", "tenant-allow-egress"),
+                                              ("DELETE", "NetworkPolicy", "tenant-allow-ingress"),
+                                              ("DELETE", "RoleBinding", "tenant-admin"),
+                                              ("DELETE", "RoleBinding", "tenant-view")])
+    assert result["summary"]["RoleBinding"]["deleted"] == 2
+
+
+def test_check_mode_sends_no_write_and_reports_the_plan():
+    kube = FakeKube()
+    result = apply(kube, [ISSUE_TEAM, {"name": "team-b"}], check=True,
+                   mig_parted_config="version: v1\nmig-configs:\n  all-1g.10gb:\n    - devices: all\n"
+                                     "      mig-enabled: true\n      mig-devices: {1g.10gb: 7}\n")
+    assert writes_of(kube) == []
+    assert result["changed"] and result["summary"]["Namespace"]["created"] == 2
+
+
+def test_failed_namespace_skips_its_objects_and_rerun_completes():
+    kube = FakeKube(fail={("CREATE", "Namespace", "team-b")})
+    with pytest.raises(DomainError) as err:
+        apply(kube, [{"name": "team-a"}, {"name": "team-b"}])
+    assert "Namespace team-b: CREATE Namespace team-b: HTTP 500" in err.value.msg
+    assert "a re-run completes the rest" in err.value.msg
+    assert [k for k in kube.objects if k[1] == "team-b"] == []           # nothing written into it
+    assert len([k for k in kube.objects if k[1] == "team-a"]) == 3
+    kube.fail = set()
+    result = apply(kube, [{"name": "team-a"}, {"name": "team-b"}])
+    assert result["summary"]["Namespace"] == {"created": 1, "updated": 0, "unchanged": 1, "deleted": 0, "pruned": 0}
+
+
+def test_unmanaged_namespace_refused_and_orphans_kept_without_prune():
+    foreign = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "legacy", "labels": {}}}
+    kube = FakeKube([foreign])
+    with pytest.raises(DomainError) as err:
+        apply(kube, [{"name": "legacy"}])
+    assert "exists and is not managed" in err.value.msg and writes_of(kube) == []
+    apply(kube, [{"name": "team-old"}])
+    kube.calls = []
+    result = apply(kube, [])
+    assert result["orphans"] == [{"team": "team-old", "namespace": "team-old", "action": "kept",
+                                  "reason": "not in tenants_list; set tenants_prune: true to delete it"}]
+    assert writes_of(kube) == [] and not result["changed"]
+    result = apply(kube, [], prune=True)
+    assert writes_of(kube) == [("DELETE", "Namespace", "team-old")]
+    assert ("Namespace", None, "legacy") in kube.objects
