@@ -64,7 +64,7 @@ def validate(rules, where="faults.api_errors"):
         at = "%s[%d]" % (where, i)
         if not isinstance(rule, dict):
             raise ValueError("%s: must be a mapping with at least `status:`" % at)
-        unknown = set(rule) - KEYS
+        unknown = set(rule) - KEYS - {"hits"}   # hits: a normalised rule passed again
         if unknown:
             raise ValueError("%s: unknown key(s) %s; allowed: %s" % (at, sorted(unknown), sorted(KEYS)))
         status = rule.get("status")

@@ -17,12 +17,7 @@ __metaclass__ = type
 
 import re
 
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML comes with kubernetes.core
-    HAS_YAML = False
+import yaml  # ansible-core requires PyYAML: no fallback needed
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
 
@@ -214,8 +209,6 @@ def _config_text_from(doc):
 
 
 def load_yaml(text):
-    if not HAS_YAML:  # pragma: no cover
-        raise MigError("PyYAML is required to read a mig-parted config")
     return yaml.safe_load(text)
 
 
@@ -393,7 +386,7 @@ def expected_offer(layout, product, strategy, model=None):
         if not mig_counts:
             return {"allocatable": {upstream.GPU_RESOURCE: 0}, "labels": labels}
         profile, total = list(mig_counts.items())[0]
-        labels.update(_mig_device_labels("nvidia.com/gpu.", model, profile, product))
+        labels.update(_mig_device_labels(upstream.GPU_LABEL_PREFIX, model, profile, product))
         labels[upstream.LABEL_GPU_COUNT] = str(total)
         return {"allocatable": {upstream.GPU_RESOURCE: total}, "labels": labels}
     if strategy == "mixed":

@@ -31,15 +31,19 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - skaffon.gpu_platform.wait
   - skaffon.gpu_platform.operator
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads the state once and does not wait.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
     details: Read-only.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   name:
     description: Name of the ClusterPolicy.

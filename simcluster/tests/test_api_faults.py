@@ -108,3 +108,19 @@ def test_bad_rules_are_refused_naming_the_field(server):
                                                                           "rate": 0.5}]}})
     spec = clusterfile.validate({"nodes": ["n1"], "faults": {"api_errors": [{"status": 503}]}})
     assert spec["faults"]["api_errors"][0]["status"] == 503
+
+
+def test_cluster_file_rules_are_active_from_the_start(tmp_path):
+    from simcluster import testing
+    path = tmp_path / "faulty.yaml"
+    path.write_text("nodes: [cpu-1]\nfaults:\n  api_errors:\n    - {status: 503, verb: get, resource: nodes, "
+                    "name: cpu-1, count: 1}\n")
+    sim = testing.start(str(path), str(tmp_path / "sim"))
+    try:
+        core = k8s.CoreV1Api(sim.api_client())
+        with pytest.raises(ApiException) as err:
+            core.read_node("cpu-1")
+        assert err.value.status == 503 and json.loads(err.value.body)["reason"] == "ServiceUnavailable"
+        assert core.read_node("cpu-1").metadata.name == "cpu-1"
+    finally:
+        sim.stop()

@@ -1,0 +1,125 @@
+"""Integration: cluster_policy_wait with expect_nodes on the simulated cluster (issue 11, defect 1).
+
+A ClusterPolicy that is Ready/Reconciled while one GPU node carries a pool taint the operand
+DaemonSets do not tolerate and another node's device plugin crash-loops: the wait must fail
+naming both nodes and why, and succeed for the node that serves its GPUs.
+"""
+import json
+import os
+
+import pytest
+
+from playbook import run_playbook
+
+SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
+CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
+NS = "gpu-ops"
+POOL_TAINT = {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}
+
+
+L40S = {"model": "NVIDIA-L40S", "count": 4}
+
+
+def gpu_node(name, **extra):
+    return dict({"name": name, "gpus": L40S, "host_driver": "550.54.15", "host_toolkit": True}, **extra)
+
+
+def cluster_file(tmp_dir, nodes, faults):
+    spec = {"crds": [CRD], "nfd": "preinstalled", "nodes": nodes + ["cpu-1"], "faults": faults}
+    path = os.path.join(tmp_dir, "expect-nodes.json")
+    with open(path, "w") as fh:
+        json.dump(spec, fh)
+    return path
+
+
+pytestmark = [pytest.mark.needs_shared,
+              pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent")]
+
+
+def start(tmp_path_factory, nodes, faults=None):
+    """The cluster with namespace, operator Deployment and ClusterPolicy (the twin reconciles it)."""
+    from simcluster import testing
+    sim = testing.start(cluster_file(str(tmp_path_factory.mktemp("cpw")), nodes, faults or {}),
+                        str(tmp_path_factory.mktemp("sim")))
+    try:
+        from kubernetes import client
+        api = sim.api_client()
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS, "labels": {
+            "pod-security.kubernetes.io/enforce": "privileged"}}})
+        labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
+        template = {"metadata": {"labels": labels}, "spec": {"containers": [
+            {"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0"}]}}
+        client.AppsV1Api(api).create_namespaced_deployment(NS, {
+            # the twin (simcluster/twins/context.py OPERATOR_LABELS) still wants `app` on the Deployment too
+            "metadata": {"name": "gpu-operator", "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template}})
+        enabled = dict((k, {"enabled": True}) for k in ("devicePlugin", "gfd", "validator"))
+        disabled = dict((k, {"enabled": False}) for k in ("driver", "toolkit", "migManager", "dcgm",
+                                                         "dcgmExporter", "nodeStatusExporter"))
+        client.CustomObjectsApi(api).create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "gpus"},
+            "spec": dict(enabled, operator={}, daemonsets={}, **disabled)})
+    except Exception:
+        sim.stop()
+        raise
+    return sim
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    sim = start(tmp_path_factory, [gpu_node("gpu-ok"), gpu_node("gpu-tainted", taints=[POOL_TAINT])])
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def crashing(tmp_path_factory):
+    sim = start(tmp_path_factory, [gpu_node("gpu-crash")], {"device_plugin_crashloop": ["gpu-crash"]})
+    yield sim
+    sim.stop()
+
+
+def wait(sim, tmp_path, **args):
+    play = tmp_path / "wait.yml"
+    args = dict({"name": "gpus", "operator_namespace": NS, "timeout": 60}, **args)
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: wait\n"
+                    "      skaffon.gpu_platform.cluster_policy_wait: %s\n" % json.dumps(args))
+    res = run_playbook(str(play), sim.env, timeout=300)
+    out = res.task_results("wait")
+    assert out, res
+    return out[0]
+
+
+def test_ready_cluster_policy_with_a_node_the_operands_skip_fails_naming_it(cluster, tmp_path):
+    out = wait(cluster, tmp_path, expect_nodes=["gpu-ok", "gpu-tainted"], timeout=20)
+    assert out.get("failed") and out["ready"] is False
+    assert out["state"] == "ready" and out["reason"] == "Reconciled"      # what the role used to accept
+    assert out["msg"].startswith("ClusterPolicy gpus is ready but 1 expected node(s) offer no GPU "
+                                 "(gpu-tainted) after 20s")
+    assert list(out["nodes_without_gpus"]) == ["gpu-tainted"]
+    tainted = " ".join(out["nodes_without_gpus"]["gpu-tainted"])
+    assert "taint gpu.skaffon.io/workload=training:NoSchedule is not tolerated by the operand DaemonSets " in tainted
+    assert "nvidia-device-plugin-daemonset" in tainted and "daemonsets.tolerations" in tainted
+    assert any(line.startswith("node gpu-tainted offers no GPU: taint") for line in out["diagnostics"])
+
+
+def test_crashing_device_plugin_is_named_with_its_last_log_line(crashing, tmp_path):
+    out = wait(crashing, tmp_path, expect_nodes=["gpu-crash"], timeout=10)
+    assert out.get("failed") and out["state"] == "notReady"
+    line = ("CrashLoopBackOff (container nvidia-device-plugin): last log line: E1129 00:00:00.000000       1 "
+            "main.go:176] error starting plugins: failed to initialize NVML: Unknown Error")
+    assert any(d.startswith("pod %s/nvidia-device-plugin-daemonset-" % NS) and d.endswith(line)
+               for d in out["diagnostics"]), out["diagnostics"]
+    crash = " ".join(out["nodes_without_gpus"]["gpu-crash"])
+    assert "is CrashLoopBackOff: last log line: E1129" in crash and "failed to initialize NVML" in crash
+
+
+def test_nodes_that_serve_their_gpus_pass(cluster, tmp_path):
+    out = wait(cluster, tmp_path, expect_nodes=["gpu-ok"])
+    assert not out.get("failed"), out.get("msg")
+    assert out["ready"] is True and out["changed"] is False
+
+
+def test_a_missing_node_is_named(cluster, tmp_path):
+    out = wait(cluster, tmp_path, expect_nodes=["gpu-ok", "gpu-typo"], timeout=5)
+    assert out.get("failed") and out["nodes_without_gpus"] == {"gpu-typo": ["node gpu-typo does not exist"]}
