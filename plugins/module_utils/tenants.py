@@ -59,8 +59,9 @@ PEER_NS_KEYS = ("namespace", "pod_labels", "ports")
 PEER_CIDR_KEYS = ("cidr", "except", "ports")
 PORT_KEYS = ("port", "protocol", "end_port")
 ROLE_BINDING_KEYS = ("name", "cluster_role", "role", "groups", "users", "service_accounts")
-PROTOCOLS = ("TCP", "UDP", "SCTP")
+PROTOCOLS = upstream.PROTOCOLS
 POD_SECURITY_LEVELS = ("baseline", "restricted")
+BOTH_DIRECTIONS = [upstream.NETPOL_INGRESS, upstream.NETPOL_EGRESS]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -251,7 +252,7 @@ def _check_ports(problems, team, field, ports):
         elif len(port) > 15 or not _PORT_NAME.match(port) or "--" in port or not re.search("[a-z]", port):
             problems.add(team, where, item, "a named port is at most 15 lowercase letters, digits and '-' "
                                             "(IANA service name), e.g. metrics")
-        protocol = spec.get("protocol", "TCP")
+        protocol = spec.get("protocol", upstream.PROTOCOL_TCP)
         if protocol not in PROTOCOLS:
             problems.add(team, where, item, "protocol must be one of %s" % ", ".join(PROTOCOLS))
         end = spec.get("end_port")
@@ -472,7 +473,7 @@ def _ports(ports):
         port = spec["port"]
         if isinstance(port, str) and port.isdigit():
             port = int(port)
-        rendered = {"protocol": spec.get("protocol", "TCP"), "port": port}
+        rendered = {"protocol": spec.get("protocol", upstream.PROTOCOL_TCP), "port": port}
         if spec.get("end_port") is not None:
             rendered["endPort"] = spec["end_port"]
         out.append(rendered)
@@ -495,7 +496,7 @@ def _ns_peer(spec):
 
 
 def _policy(name, team, labels, policy_types, ingress=None, egress=None):
-    spec = {"podSelector": {}, "policyTypes": policy_types}
+    spec = {"podSelector": {}, "policyTypes": list(policy_types)}
     if ingress is not None:
         spec["ingress"] = [dict([("from", r["peers"])] + ([("ports", r["ports"])] if r.get("ports") else []))
                            for r in ingress]
@@ -507,11 +508,11 @@ def _policy(name, team, labels, policy_types, ingress=None, egress=None):
 
 
 def _subjects(groups=(), users=(), service_accounts=(), namespace=None):
-    subjects = [{"kind": "Group", "apiGroup": upstream.RBAC_API_GROUP, "name": g} for g in groups]
-    subjects += [{"kind": "User", "apiGroup": upstream.RBAC_API_GROUP, "name": u} for u in users]
+    subjects = [{"kind": upstream.SUBJECT_GROUP, "apiGroup": upstream.RBAC_API_GROUP, "name": g} for g in groups]
+    subjects += [{"kind": upstream.SUBJECT_USER, "apiGroup": upstream.RBAC_API_GROUP, "name": u} for u in users]
     for sa in service_accounts:
         ns, _, name = sa.rpartition("/")
-        subjects.append({"kind": "ServiceAccount", "name": name, "namespace": ns or namespace})
+        subjects.append({"kind": upstream.SUBJECT_SERVICE_ACCOUNT, "name": name, "namespace": ns or namespace})
     return subjects
 
 
@@ -549,26 +550,27 @@ def render_team(entry, settings):
                         "spec": {"hard": dict((k, str(v)) for k, v in entry["quota"].items())}})
     limit_range = entry.get("limit_range") or {}
     if any(limit_range.get(k) for k in LIMIT_RANGE_KEYS):
-        limit = {"type": "Container"}
+        limit = {"type": upstream.LIMIT_TYPE_CONTAINER}
         for key, api_key in LIMIT_RANGE_KEYS.items():
             if limit_range.get(key):
                 limit[api_key] = dict((r, str(q)) for r, q in limit_range[key].items())
         objects.append({"apiVersion": "v1", "kind": "LimitRange", "metadata": _meta(LIMIT_RANGE_NAME, team, team, labels),
                         "spec": {"limits": [limit]}})
     network = entry.get("network") or {}
-    objects.append(_policy(NP_DENY, team, labels, ["Ingress", "Egress"]))
+    objects.append(_policy(NP_DENY, team, labels, BOTH_DIRECTIONS))
     if network.get("allow_same_namespace", True):
-        objects.append(_policy(NP_SAME_NAMESPACE, team, labels, ["Ingress", "Egress"],
+        objects.append(_policy(NP_SAME_NAMESPACE, team, labels, BOTH_DIRECTIONS,
                                ingress=[_rule([{"podSelector": {}}], None)],
                                egress=[_rule([{"podSelector": {}}], None)]))
     if network.get("allow_dns", True):
         dns_peer = {"namespaceSelector": {"matchLabels": {upstream.LABEL_NAMESPACE_NAME: settings["dns_namespace"]}},
                     "podSelector": {"matchLabels": dict(settings["dns_pod_labels"])}}
-        objects.append(_policy(NP_DNS, team, labels, ["Egress"], egress=[_rule(
-            [dns_peer], [{"port": upstream.DNS_PORT, "protocol": "UDP"}, {"port": upstream.DNS_PORT, "protocol": "TCP"}])]))
+        objects.append(_policy(NP_DNS, team, labels, [upstream.NETPOL_EGRESS], egress=[_rule(
+            [dns_peer], [{"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_UDP},
+                       {"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_TCP}])]))
     ingress = [_rule(*(lambda p: ([p[0]], p[1]))(_ns_peer(s))) for s in network.get("ingress_from_namespaces") or []]
     if ingress:
-        objects.append(_policy(NP_INGRESS, team, labels, ["Ingress"], ingress=ingress))
+        objects.append(_policy(NP_INGRESS, team, labels, [upstream.NETPOL_INGRESS], ingress=ingress))
     egress = []
     for item in network.get("egress_cidrs") or []:
         spec = item if isinstance(item, dict) else {"cidr": item}
@@ -578,13 +580,14 @@ def render_team(entry, settings):
         egress.append(_rule([{"ipBlock": block}], spec.get("ports")))
     egress += [_rule(*(lambda p: ([p[0]], p[1]))(_ns_peer(s))) for s in network.get("egress_to_namespaces") or []]
     if egress:
-        objects.append(_policy(NP_EGRESS, team, labels, ["Egress"], egress=egress))
+        objects.append(_policy(NP_EGRESS, team, labels, [upstream.NETPOL_EGRESS], egress=egress))
     groups = entry.get("groups") or {}
     for role in upstream.TENANT_CLUSTER_ROLES:
         if groups.get(role):
-            objects.append(_role_binding(role, team, labels, "ClusterRole", role, _subjects(groups[role])))
+            objects.append(_role_binding(role, team, labels, upstream.ROLE_REF_CLUSTER_ROLE, role, _subjects(groups[role])))
     for extra in entry.get("role_bindings") or []:
-        kind, role = ("ClusterRole", extra["cluster_role"]) if extra.get("cluster_role") else ("Role", extra["role"])
+        kind, role = ((upstream.ROLE_REF_CLUSTER_ROLE, extra["cluster_role"]) if extra.get("cluster_role")
+                      else (upstream.ROLE_REF_ROLE, extra["role"]))
         objects.append(_role_binding(extra["name"], team, labels, kind, role, _subjects(
             extra.get("groups") or [], extra.get("users") or [], extra.get("service_accounts") or [], team)))
     return objects

@@ -28,7 +28,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity impo
 )
 
 SELECTOR = "%s=%s" % (upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY)
-ACTIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 
 
 # ---------------------------------------------------------------------------
@@ -57,9 +56,9 @@ def _policy_spec(spec):
     for direction in ("ingress", "egress"):
         for rule in spec.get(direction) or []:
             for port in rule.get("ports") or []:
-                port.setdefault("protocol", "TCP")
+                port.setdefault("protocol", upstream.PROTOCOL_TCP)
     if not spec.get("policyTypes"):    # the API server's default
-        spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
+        spec["policyTypes"] = [upstream.NETPOL_INGRESS] + ([upstream.NETPOL_EGRESS] if spec.get("egress") else [])
     return spec
 
 
@@ -81,7 +80,7 @@ def comparable(obj):
         subjects = []
         for subject in obj.get("subjects") or []:
             subject = dict(subject)
-            if subject.get("kind") in ("User", "Group"):
+            if subject.get("kind") in (upstream.SUBJECT_USER, upstream.SUBJECT_GROUP):
                 subject.setdefault("apiGroup", upstream.RBAC_API_GROUP)
             subjects.append(subject)
         body = {"roleRef": obj.get("roleRef"), "subjects": subjects}
@@ -278,7 +277,7 @@ class TenantsApply(object):
                                 "choose another team name, or label the namespace %s=%s to adopt it"
                                 % (tenants.VARIABLE, team, json.dumps(team), team, tenants.MANAGED_BY, SELECTOR,
                                    upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY))
-            elif ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
+            elif ns is not None and (ns.get("status") or {}).get("phase") == upstream.NAMESPACE_TERMINATING:
                 problems.append("%s[%s]: the namespace %s is being deleted (pruned earlier); run again once it is gone"
                                 % (tenants.VARIABLE, team, team))
         if problems:
@@ -361,7 +360,7 @@ class TenantsApply(object):
         for team in sorted(orphans):
             ns = orphans[team]
             entry = {"team": team, "namespace": team}
-            if (ns.get("status") or {}).get("phase") == "Terminating":
+            if (ns.get("status") or {}).get("phase") == upstream.NAMESPACE_TERMINATING:
                 entry["action"] = "deleting"
                 report.append(entry)
                 continue
@@ -373,7 +372,7 @@ class TenantsApply(object):
             pods, _ = self.kube.list("v1", "Pod", namespace=team)
             self._count("LIST")
             active = sorted(p["metadata"]["name"] for p in pods
-                            if (p.get("status") or {}).get("phase", "Pending") in ACTIVE_POD_PHASES)
+                            if (p.get("status") or {}).get("phase") not in upstream.POD_DONE_PHASES)
             entry["pods"] = active
             if active and not self.params.get("force"):
                 entry["action"] = "kept"

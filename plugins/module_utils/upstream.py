@@ -119,6 +119,18 @@ DNS_PORT = 53
 # Quota keys that are native resources (everything else with a '/' is an extended resource).
 QUOTA_NATIVE_PREFIXES = ("count/", "hugepages-", "requests.hugepages-", "limits.hugepages-")
 QUOTA_STORAGE_CLASS_MARKER = ".storageclass.storage.k8s.io/"
+NAMESPACE_TERMINATING = "Terminating"                  # Namespace status.phase while deleted
+NETPOL_INGRESS = "Ingress"                              # NetworkPolicy policyTypes
+NETPOL_EGRESS = "Egress"
+PROTOCOL_TCP = "TCP"                                    # the API's default protocol of a port
+PROTOCOL_UDP = "UDP"
+PROTOCOLS = (PROTOCOL_TCP, PROTOCOL_UDP, "SCTP")
+LIMIT_TYPE_CONTAINER = "Container"                      # LimitRange limits[].type
+SUBJECT_GROUP = "Group"                                 # RoleBinding subjects[].kind
+SUBJECT_USER = "User"
+SUBJECT_SERVICE_ACCOUNT = "ServiceAccount"
+ROLE_REF_CLUSTER_ROLE = "ClusterRole"
+ROLE_REF_ROLE = "Role"
 
 
 # --- Queue backends: more KAI Scheduler and Kueue names (roles/queues) ----------------
