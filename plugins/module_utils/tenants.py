@@ -487,12 +487,13 @@ def _rule(peers, ports):
     return rule
 
 
-def _ns_peer(spec):
+def _namespace_rule(spec):
+    """One rule per listed namespace: its own pods and ports."""
     spec = spec if isinstance(spec, dict) else {"namespace": spec}
     peer = {"namespaceSelector": {"matchLabels": {upstream.LABEL_NAMESPACE_NAME: spec["namespace"]}}}
     if spec.get("pod_labels"):
         peer["podSelector"] = {"matchLabels": dict((k, str(v)) for k, v in spec["pod_labels"].items())}
-    return peer, spec.get("ports")
+    return _rule([peer], spec.get("ports"))
 
 
 def _policy(name, team, labels, policy_types, ingress=None, egress=None):
@@ -568,7 +569,7 @@ def render_team(entry, settings):
         objects.append(_policy(NP_DNS, team, labels, [upstream.NETPOL_EGRESS], egress=[_rule(
             [dns_peer], [{"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_UDP},
                        {"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_TCP}])]))
-    ingress = [_rule(*(lambda p: ([p[0]], p[1]))(_ns_peer(s))) for s in network.get("ingress_from_namespaces") or []]
+    ingress = [_namespace_rule(spec) for spec in network.get("ingress_from_namespaces") or []]
     if ingress:
         objects.append(_policy(NP_INGRESS, team, labels, [upstream.NETPOL_INGRESS], ingress=ingress))
     egress = []
@@ -578,7 +579,7 @@ def render_team(entry, settings):
         if spec.get("except"):
             block["except"] = list(spec["except"])
         egress.append(_rule([{"ipBlock": block}], spec.get("ports")))
-    egress += [_rule(*(lambda p: ([p[0]], p[1]))(_ns_peer(s))) for s in network.get("egress_to_namespaces") or []]
+    egress += [_namespace_rule(spec) for spec in network.get("egress_to_namespaces") or []]
     if egress:
         objects.append(_policy(NP_EGRESS, team, labels, [upstream.NETPOL_EGRESS], egress=egress))
     groups = entry.get("groups") or {}
