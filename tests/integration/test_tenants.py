@@ -320,6 +320,26 @@ def test_team_isolation_with_probes(cluster):
     assert run_probe(cluster, "legacy", "intruder", "server.team-vision:9400") == ("Failed", "TIMEOUT\n")
 
 
+def test_egress_to_listed_namespaces_and_cidrs(cluster):
+    api = core(cluster)
+    api.create_namespace({"metadata": {"name": "data-lake"}})
+    api.create_namespaced_pod("data-lake", pod_body("pg-0", "postgres:16", labels={"app": "postgres"},
+                                                    ports=[{"name": "pg", "containerPort": 5432},
+                                                           {"name": "admin", "containerPort": 8008}]))
+    api.create_namespaced_service("data-lake", {"metadata": {"name": "pg"}, "spec": {
+        "selector": {"app": "postgres"}, "ports": [{"name": "pg", "port": 5432}, {"name": "admin", "port": 8008}]}})
+    wait_for(lambda: any(c.type == "Ready" and c.status == "True"
+                         for c in (api.read_namespaced_pod("pg-0", "data-lake").status.conditions or [])),
+             what="postgres pod ready")
+    # team-nlp: egress_to_namespaces data-lake, pods app=postgres, port 5432 only
+    assert run_probe(cluster, "team-nlp", "to-pg", "pg.data-lake.svc.cluster.local:5432") == ("Succeeded", "")
+    assert run_probe(cluster, "team-nlp", "to-pg-admin", "pg.data-lake:8008") == ("Failed", "TIMEOUT\n")
+    assert run_probe(cluster, "team-vision", "vision-to-pg", "pg.data-lake:5432") == ("Failed", "TIMEOUT\n")
+    # team-vision: egress_cidrs 10.20.0.0/16 (outside the cluster), nothing else
+    assert run_probe(cluster, "team-vision", "to-nfs", "10.20.4.7:2049") == ("Succeeded", "")
+    assert run_probe(cluster, "team-vision", "to-elsewhere", "10.30.0.1:2049") == ("Failed", "TIMEOUT\n")
+
+
 # --- drift, prune ---------------------------------------------------------------------------------
 
 def test_drift_is_repaired_and_reported(cluster):
