@@ -23,6 +23,7 @@ before the policy), so policies see pod addresses, as with every common CNI.
 """
 
 import ipaddress
+import re
 
 AGNHOST_MARKER = "agnhost"
 DNS_NAMESPACE = "kube-system"
@@ -371,8 +372,25 @@ def probe_args(pod):
     return (target or ""), protocol
 
 
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_TIMEOUT_WAIT = 5.0      # seconds a dropped connection keeps a probe running at most
+
+
+def probe_timeout(pod):
+    """agnhost's --timeout (a Go duration: 500ms, 2s, 1m) in seconds, or None."""
+    container = pod["spec"]["containers"][0]
+    for word in [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]:
+        if word.startswith("--timeout="):
+            match = _DURATION.match(word.split("=", 1)[1])
+            if match:
+                return float(match.group(1)) * _UNIT[match.group(2)]
+    return None
+
+
 def probe_hook(ctx):
-    """Kubelet hook: the probe pod completes with agnhost's exit code and message."""
+    """Kubelet hook: the probe pod completes with agnhost's exit code and message; a connection
+    the policy drops keeps it running for its --timeout first, as the real dial does."""
     def hook(pod, elapsed):
         args = probe_args(pod)
         if args is None:
@@ -381,5 +399,8 @@ def probe_hook(ctx):
             pod = dict(pod, status=dict(pod.get("status") or {}, podIP=ctx.kubelet._pod_ip(pod)))
         code, log = Network.from_ctx(ctx).connect(pod, *args)
         name = pod["spec"]["containers"][0]["name"]
-        return {"kind": "complete", "exit": code, "delay": ctx.timings["job_run"], "logs": {name: log}}
+        delay = ctx.timings["job_run"]
+        if "TIMEOUT" in log:
+            delay = max(delay, min(probe_timeout(pod) or 0.0, MAX_TIMEOUT_WAIT))
+        return {"kind": "complete", "exit": code, "delay": delay, "logs": {name: log}}
     return hook

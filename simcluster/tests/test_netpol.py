@@ -7,9 +7,11 @@ of the upstream test and compares the whole truth table (loopback ignored, as up
 Each test's docstring is the upstream `f.It(...)` title.
 """
 
+import json
+
 import pytest
 
-from simcluster.netpol import Network, Peer, probe_args
+from simcluster.netpol import Network, Peer, probe_args, probe_timeout
 
 NS_KEY = "kubernetes.io/metadata.name"
 NAMESPACES = ("x", "y", "z")
@@ -398,3 +400,36 @@ def test_peer_outside_pods_matches_only_ip_block():
     dst = net.peer_of_pod(net.pods[1])
     assert not net.allowed(outside, dst, 80)
     assert net.allowed(net.peer_of_pod(net.pods[0]), dst, 80)
+
+
+@pytest.mark.parametrize("arg,seconds", [("--timeout=2s", 2.0), ("--timeout=500ms", 0.5), ("--timeout=1m", 60.0),
+                                         ("--timeout=x", None), (None, None)])
+def test_probe_timeout(arg, seconds):
+    args = ["connect", "s:80"] + ([arg] if arg else [])
+    assert probe_timeout({"spec": {"containers": [{"name": "c", "image": "agnhost", "args": args}]}}) == seconds
+
+
+class FakeCtx:
+    kubelet = None
+    timings = {"job_run": 0.1}
+
+    def __init__(self, net):
+        self.net = net
+
+    def list(self, resource):
+        return {"pods": self.net.pods, "services": self.net.services,
+                "namespaces": [{"metadata": {"name": k, "labels": v}} for k, v in self.net.ns_labels.items()],
+                "networkpolicies.networking.k8s.io": [p for ps in self.net.policies.values() for p in ps]}[resource]
+
+
+def test_probe_hook_outcome_and_timeout_wait():
+    from simcluster.netpol import probe_hook
+    net, client = probe_net([deny_ingress("y")])
+    client = json.loads(json.dumps(client))
+    client["spec"]["containers"][0]["args"] = ["connect", "s-y-a.y:8080", "--timeout=2s"]
+    hook = probe_hook(FakeCtx(net))
+    assert hook(client, 0.0) == {"kind": "complete", "exit": 1, "delay": 2.0, "logs": {"c": "TIMEOUT\n"}}
+    client["spec"]["containers"][0]["args"] = ["connect", "kube-dns.kube-system:53", "--protocol=udp", "--timeout=2s"]
+    assert hook(client, 0.0) == {"kind": "complete", "exit": 0, "delay": 0.1, "logs": {"c": ""}}
+    client["spec"]["containers"][0]["args"] = ["netexec"]
+    assert hook(client, 0.0) is None
