@@ -101,6 +101,36 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Tenants: namespaces, quotas, NetworkPolicy, RBAC (roles/tenants) ----------------
 # (names added by the tenants work go here)
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"      # recommended label (kubernetes.io docs)
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every Namespace by the API server
+PSA_VERSION_SUFFIX = "-version"                         # pod-security.kubernetes.io/<mode>-version
+PSA_LATEST = "latest"
+SYSTEM_NAMESPACE_PREFIX = "kube-"                       # kube-system, kube-public, kube-node-lease
+SYSTEM_NAMESPACES = ("default",)
+QUEUE_BACKEND_NAMESPACES = ("kai-scheduler", "kueue-system")   # chart namespaces (FACTS.md)
+TENANT_CLUSTER_ROLES = ("admin", "edit", "view")        # user-facing ClusterRoles of every cluster
+RBAC_API_GROUP = "rbac.authorization.k8s.io"
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+NETWORKING_API_VERSION = "networking.k8s.io/v1"
+# Cluster DNS: kubeadm's and most distributions' CoreDNS pods and Service.
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
+DNS_PORT = 53
+# Quota keys that are native resources (everything else with a '/' is an extended resource).
+QUOTA_NATIVE_PREFIXES = ("count/", "hugepages-", "requests.hugepages-", "limits.hugepages-")
+QUOTA_STORAGE_CLASS_MARKER = ".storageclass.storage.k8s.io/"
+NAMESPACE_TERMINATING = "Terminating"                  # Namespace status.phase while deleted
+NETPOL_INGRESS = "Ingress"                              # NetworkPolicy policyTypes
+NETPOL_EGRESS = "Egress"
+PROTOCOL_TCP = "TCP"                                    # the API's default protocol of a port
+PROTOCOL_UDP = "UDP"
+PROTOCOLS = (PROTOCOL_TCP, PROTOCOL_UDP, "SCTP")
+LIMIT_TYPE_CONTAINER = "Container"                      # LimitRange limits[].type
+SUBJECT_GROUP = "Group"                                 # RoleBinding subjects[].kind
+SUBJECT_USER = "User"
+SUBJECT_SERVICE_ACCOUNT = "ServiceAccount"
+ROLE_REF_CLUSTER_ROLE = "ClusterRole"
+ROLE_REF_ROLE = "Role"
 
 
 # --- Queue backends: more KAI Scheduler and Kueue names (roles/queues) ----------------
