@@ -58,6 +58,7 @@ class Kubelet:
         self.started = {}        # pod uid -> iso time containers started
         self.ip = {}
         self.admitted = set()    # pod uids that passed the kubelet's admission
+        self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
 
     # -- helpers for other twins ---------------------------------------------------
     def elapsed(self, pod):
@@ -71,38 +72,73 @@ class Kubelet:
             if logs.get(key) != text:
                 logs[key] = text
 
-    # -- the pass -----------------------------------------------------------------------
-    def reconcile(self):
-        store = self.ctx.store
-        pods = self.ctx.list("pods")
-        alive = set()
-        now = time.monotonic()
-        for pod in pods:
-            uid = pod["metadata"]["uid"]
-            alive.add(uid)
-            node = pod["spec"].get("nodeName")
-            if not node or node not in self.ctx.facts:
-                continue
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                continue
-            self.bound_at.setdefault(uid, now)
-            self._run(pod, now - self.bound_at[uid])
-        for uid in list(self.bound_at):
-            if uid not in alive:
-                self.bound_at.pop(uid, None)
-                self.started.pop(uid, None)
-                self.admitted.discard(uid)
-        self._forget_logs(pods)
+    # -- keyed controller (see runtime.py): one key per pod, (namespace, name) ----------
+    @property
+    def watches(self):
+        # a pod's outcome hangs on its node (labels, allocatable) and on the other pods
+        # of that node (operand readiness gates, kubelet admission), so an event on a
+        # pod or a node queues every pod of the node
+        return {"pods": self._pod_keys, "nodes": self._node_keys,
+                "clusterpolicies.nvidia.com": lambda etype, obj: self.resync()}
 
-    def _forget_logs(self, pods):
-        logs = getattr(self.ctx.store, "pod_logs", None)
-        if not logs:
+    def _pod_keys(self, etype, pod):
+        key = (pod["metadata"].get("namespace"), pod["metadata"]["name"])
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return [key]
+        return [key] + [(p["metadata"]["namespace"], p["metadata"]["name"])
+                        for p in self.ctx.pods_on(node)]
+
+    def _node_keys(self, etype, node):
+        return [(p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in self.ctx.pods_on(node["metadata"]["name"])]
+
+    def resync(self):
+        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.ctx.list("pods")]
+
+    def _again(self, pod, delay):
+        """Look at this pod again in `delay` seconds (a per-pod timer)."""
+        self.ctx.runtime.after(delay, (pod["metadata"]["namespace"], pod["metadata"]["name"]),
+                               self)
+
+    def reconcile_key(self, key):
+        pod = self.ctx.get_cached("pods", key[1], key[0])
+        uid = self.uids.get(key)
+        if uid is not None and (pod is None or pod["metadata"]["uid"] != uid):
+            self._forget(key, uid)
+        if pod is None:
             return
-        names = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
-        for key in list(logs):
-            if (key[0], key[1]) not in names:
-                logs.pop(key, None)
+        uid = pod["metadata"]["uid"]
+        node = pod["spec"].get("nodeName")
+        if not node or node not in self.ctx.facts:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        self.uids[key] = uid
+        now = time.monotonic()
+        self.bound_at.setdefault(uid, now)
+        self._run(pod, now - self.bound_at[uid])
+
+    def _forget(self, key, uid):
+        self.uids.pop(key, None)
+        self.bound_at.pop(uid, None)
+        self.started.pop(uid, None)
+        self.admitted.discard(uid)
+        logs = getattr(self.ctx.store, "pod_logs", None)
+        if logs:
+            for lkey in [k for k in logs if (k[0], k[1]) == key]:
+                logs.pop(lkey, None)
+
+    def reconcile(self):
+        """A full pass over every pod (the keyed loop does this piecewise)."""
+        keys = self.resync()
+        for key in keys:
+            self.reconcile_key(key)
+        live = set(keys)
+        for key, uid in list(self.uids.items()):
+            if key not in live:
+                self._forget(key, uid)
 
     def _outcome(self, pod, elapsed):
         for hook in self.hooks:
@@ -145,8 +181,8 @@ class Kubelet:
         node = pod["spec"]["nodeName"]
         alloc = ((self.ctx.get_cached("nodes", node) or {}).get("status") or {}).get("allocatable") or {}
         used = {}
-        for other in self.ctx.list("pods"):
-            if other["spec"].get("nodeName") != node or other["metadata"]["uid"] not in self.admitted:
+        for other in self.ctx.pods_on(node):
+            if other["metadata"]["uid"] not in self.admitted:
                 continue
             if not pod_active(other):
                 continue
@@ -175,7 +211,7 @@ class Kubelet:
         t = self.ctx.timings
         uid = pod["metadata"]["uid"]
         if elapsed < t["pod_start"]:
-            self.ctx.runtime.after(t["pod_start"] - elapsed + 0.001)
+            self._again(pod, t["pod_start"] - elapsed + 0.001)
             return self._write(pod, self._render(pod, {"kind": "creating"}))
         bad = [c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
                if self._pull_failure(c.get("image") or "")]
@@ -183,7 +219,7 @@ class Kubelet:
             since = elapsed - t["pod_start"]
             backoff = since >= t["image_pull_backoff"]
             if not backoff:
-                self.ctx.runtime.after(t["image_pull_backoff"] - since + 0.001)
+                self._again(pod, t["image_pull_backoff"] - since + 0.001)
             return self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
                                                        "image": bad[0].get("image"),
                                                        "backoff": backoff}))
@@ -195,15 +231,15 @@ class Kubelet:
         out = self._outcome(pod, elapsed)
         delay = out.get("delay", 0.0)
         if out.get("retry") or out["kind"] == "creating":
-            self.ctx.runtime.after(out.get("retry") or 0.1)
+            self._again(pod, out.get("retry") or 0.1)
         if out["kind"] == "complete" and elapsed < t["pod_start"] + delay:
-            self.ctx.runtime.after(t["pod_start"] + delay - elapsed + 0.001)
+            self._again(pod, t["pod_start"] + delay - elapsed + 0.001)
             out = {"kind": "run", "ready": True, "logs": {}}
         elif out["kind"] in ("crash", "init_crash"):
             since = elapsed - t["pod_start"]
             restarts = min(5, 1 + int(since / max(t["crash_backoff"], 0.05)))
             if restarts < 5:
-                self.ctx.runtime.after(max(t["crash_backoff"], 0.05))
+                self._again(pod, max(t["crash_backoff"], 0.05))
             out = dict(out, restarts=restarts)
         if out["kind"] != "creating":
             self.started.setdefault(uid, now_iso())

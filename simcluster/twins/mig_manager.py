@@ -222,8 +222,8 @@ class MigManager:
 
     def _gpu_pods(self, node):
         out = []
-        for pod in self.ctx.list("pods"):
-            if pod["spec"].get("nodeName") == node and pod_active(pod) and gpu_requests(pod["spec"]):
+        for pod in self.ctx.pods_on(node):
+            if pod_active(pod) and gpu_requests(pod["spec"]):
                 out.append("%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"]))
         return out
 
