@@ -24,6 +24,7 @@ import time
 from .util import (clone, gpu_requests, now_iso, parse_quantity, pod_active, set_condition,
                    write_status)
 
+RESUMED_AGE = 3600.0     # seconds a pod found Running at start is taken to have run
 BEHAVIOUR_ANNOTATION = "simcluster.skaffon.io/behaviour"
 CUDA_MARKERS = ("cuda-sample", "vectoradd", "vector-add")
 
@@ -117,7 +118,13 @@ class Kubelet:
             return
         self.uids[key] = uid
         now = time.monotonic()
-        self.bound_at.setdefault(uid, now)
+        if uid not in self.bound_at:
+            self.bound_at[uid] = now
+            started = (pod.get("status") or {}).get("startTime")
+            if started and phase == "Running":
+                # running before the twins (re)started (--state): the node kept running it
+                self.bound_at[uid] = now - RESUMED_AGE
+                self.started.setdefault(uid, started)
         self._run(pod, now - self.bound_at[uid])
 
     def _forget(self, key, uid):
