@@ -12,7 +12,9 @@ Full-pass mode (the original interface; small or cluster-wide twins)::
         watches = {"nodes", "pods"}     # optional; default: every resource not in IGNORED
         def reconcile(self): ...         # compare the whole cluster with what it should be
 
-  `reconcile()` runs once per loop iteration in which a watched resource changed,
+  Instead of `watches`, `unwatched = {...}` names resources to skip on top of IGNORED
+  (for a twin that reads open-ended kinds). `reconcile()` runs once per loop iteration
+  in which a watched resource changed,
   `runtime.kick()` was called or a bare timer `runtime.after(delay)` fell due.
 
 Keyed mode (informer + work queue, like a client-go controller; heavy twins)::
@@ -243,7 +245,7 @@ class Runtime:
                         queued.append((ctl, keys))
         full = [ctl for ctl in self.controllers if not self.keyed(ctl) and (
             resource in ctl.watches if getattr(ctl, "watches", None) is not None
-            else resource not in IGNORED)]
+            else resource not in IGNORED and resource not in getattr(ctl, "unwatched", ()))]
         record = event_type == "DELETED" and resource not in IGNORED
         if not full and not queued and not record:
             return

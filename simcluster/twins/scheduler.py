@@ -42,6 +42,8 @@ def _aggregate(counts, total):
 
 
 class Scheduler:
+    watches = {"pods", "nodes"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
 

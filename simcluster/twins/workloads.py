@@ -85,6 +85,8 @@ class PodMaker:
 
 
 class ReplicaSets:
+    watches = {"replicasets.apps", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
@@ -119,6 +121,9 @@ class ReplicaSets:
 
 
 class Deployments:
+    # runtime.py: changes of these run a pass
+    watches = {"deployments.apps", "replicasets.apps", "pods"}
+
     def __init__(self, ctx):
         self.ctx = ctx
 
@@ -282,6 +287,8 @@ def daemonset_eligible(ds, node):
 
 
 class DaemonSets:
+    watches = {"daemonsets.apps", "nodes", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
@@ -346,6 +353,8 @@ class DaemonSets:
 
 
 class StatefulSets:
+    watches = {"statefulsets.apps", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
@@ -388,6 +397,8 @@ class StatefulSets:
 
 
 class Jobs:
+    watches = {"jobs.batch", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
