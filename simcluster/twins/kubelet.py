@@ -39,6 +39,11 @@ Failed to allocate device vector A (error code no CUDA-capable device is detecte
 """
 
 
+def pod_ready_flag(status):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
 def registry_host(image):
     first, _, rest = image.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
@@ -60,6 +65,7 @@ class Kubelet:
         self.ip = {}
         self.admitted = set()    # pod uids that passed the kubelet's admission
         self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
+        self._marks = {}         # (namespace, name) -> (node, phase, ready) last queued for
 
     # -- helpers for other twins ---------------------------------------------------
     def elapsed(self, pod):
@@ -87,6 +93,15 @@ class Kubelet:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             return [key]
+        # siblings care only when the pod comes, goes or changes phase or readiness
+        st = pod.get("status") or {}
+        mark = None if etype == "DELETED" else (node, st.get("phase"), pod_ready_flag(st))
+        if self._marks.get(key) == mark:
+            return [key]
+        if mark is None:
+            self._marks.pop(key, None)
+        else:
+            self._marks[key] = mark
         return [key] + [(p["metadata"]["namespace"], p["metadata"]["name"])
                         for p in self.ctx.pods_on(node)]
 
