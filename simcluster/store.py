@@ -420,7 +420,12 @@ class Store:
                field_validation="Warn", warnings=None, user="admin", subresource=None,
                api_version=None):
         info = self.info(resource)
-        obj = copy_obj(obj)
+        if subresource == "status" and isinstance(obj, dict):
+            # a /status write takes only metadata (name, resourceVersion) and status
+            obj = {"metadata": copy_obj(obj.get("metadata") or {}),
+                   **({"status": copy_obj(obj["status"])} if "status" in obj else {})}
+        else:
+            obj = copy_obj(obj)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         pending = []
@@ -434,7 +439,7 @@ class Store:
                 raise errors.conflict(info.plural, name, info.group)
             new = self._merge_update(info, old, obj, subresource, api_version)
             if admit:
-                self._admit("UPDATE", resource, new, copy_obj(old), dry_run, subresource,
+                self._admit("UPDATE", resource, new, old, dry_run, subresource,
                             field_validation, user, warnings)
             result = self._commit_update(info, resource, old, new, subresource, field_manager,
                                          dry_run, pending)
@@ -530,7 +535,7 @@ class Store:
             if keep_mf is not None:
                 new["metadata"]["managedFields"] = keep_mf
             if admit:
-                self._admit("UPDATE", resource, new, copy_obj(old), dry_run, subresource,
+                self._admit("UPDATE", resource, new, old, dry_run, subresource,
                             field_validation, user, warnings)
             if keep_mf is not None:
                 # server-side apply computed managedFields itself

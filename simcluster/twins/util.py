@@ -125,7 +125,7 @@ def strip_times(value):
 
 
 def same(a, b):
-    return strip_times(a) == strip_times(b)
+    return a == b or strip_times(a) == strip_times(b)
 
 
 def write_status(store, resource, obj, status):
