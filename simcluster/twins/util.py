@@ -134,9 +134,11 @@ def write_status(store, resource, obj, status):
     Returns the stored object (or None when the object is gone)."""
     if same(obj.get("status") or {}, status):
         return obj
-    new = clone(obj)
-    new["status"] = status
-    new["metadata"].pop("resourceVersion", None)
+    # a /status write reads only the name and the status: no copy of the spec
+    meta = obj["metadata"]
+    new = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+           "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+           "status": status}
     try:
         return store.update_status(resource, new)
     except ApiError as err:
