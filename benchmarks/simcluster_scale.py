@@ -8,7 +8,8 @@ For each size (N nodes with 8 H100 each plus one CPU node, default timings) it s
   ready     time from creating the ClusterPolicy (with the operator Deployment) to
             status.state=ready
   mig       time to reconfigure min(N, 100) nodes to all-1g.10gb in batches of 10
-            (label a batch, wait for mig.config.state=success on all of it, next batch)
+            (label a batch, wait until all of it reports mig.config.state=success and
+            56 allocatable nvidia.com/gpu (strategy single), next batch)
   ns        time to create 500 namespaces with 10 ConfigMaps each
   kubectl   `kubectl get pods -A` and `kubectl get configmaps -A` line counts against
             the API's item counts (chunked Table lists)
@@ -40,6 +41,7 @@ CRDS = [os.path.join(SHARED, "upstream", "gpu-operator", "crds", f)
 KUBECTL = os.path.join(REPO, ".venv", "bin", "kubectl")
 NS_COUNT, NS_OBJECTS = 500, 10
 MIG_NODES, MIG_BATCH = 100, 10
+MIG_RESOURCE, MIG_COUNT = "nvidia.com/gpu", "56"     # all-1g.10gb, strategy single: 7 x 8 GPUs
 READY_TARGET = 60.0
 RSS_TARGET = 2 * 1024 ** 3
 
@@ -116,10 +118,14 @@ def mig_reconfigure(c, n):
                    "application/merge-patch+json")
 
         def done():
+            # what a user waits for: state success AND the MIG devices allocatable (the
+            # state label alone still says success from the previous config at first)
             sel = urllib.parse.quote("nvidia.com/mig.config.state=success,"
                                      "nvidia.com/mig.config=all-1g.10gb")
             items = c.call("GET", "/api/v1/nodes?labelSelector=" + sel)["items"]
-            return set(batch) <= {o["metadata"]["name"] for o in items}
+            ok = {o["metadata"]["name"] for o in items
+                  if (o.get("status") or {}).get("allocatable", {}).get(MIG_RESOURCE) == MIG_COUNT}
+            return set(batch) <= ok
         if wait(done, 300, 0.1) is None:
             return None
     return time.monotonic() - start
