@@ -36,7 +36,12 @@ class Ctx:
         return [o for o in items if o["metadata"].get("namespace") == namespace]
 
     def get_cached(self, resource, name, namespace=None):
-        return self.informer.get(resource, namespace, name)
+        """One cached object; namespace None on a namespaced resource: the first by name."""
+        obj = self.informer.get(resource, namespace, name)
+        if obj is None and namespace is None:
+            obj = next((o for o in self.informer.list(resource)
+                        if o["metadata"]["name"] == name), None)
+        return obj
 
     def by_index(self, resource, index, value):
         """Cached objects whose index value is `value` ("pods": "node", "owner" uid)."""

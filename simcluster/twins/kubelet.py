@@ -66,6 +66,7 @@ class Kubelet:
         self.admitted = set()    # pod uids that passed the kubelet's admission
         self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
         self._marks = {}         # (namespace, name) -> (node, phase, ready) last queued for
+        self._policy_gen = None  # the ClusterPolicy generation the pods were last queued for
 
     # -- helpers for other twins ---------------------------------------------------
     def elapsed(self, pod):
@@ -86,7 +87,15 @@ class Kubelet:
         # of that node (operand readiness gates, kubelet admission), so an event on a
         # pod or a node queues every pod of the node
         return {"pods": self._pod_keys, "nodes": self._node_keys,
-                "clusterpolicies.nvidia.com": lambda etype, obj: self.resync()}
+                "clusterpolicies.nvidia.com": self._policy_keys}
+
+    def _policy_keys(self, etype, policy):
+        # every pod, but only when the spec changed (not on the operator's status writes)
+        gen = (etype, policy["metadata"].get("uid"), policy["metadata"].get("generation"))
+        if etype == "MODIFIED" and self._policy_gen == gen:
+            return []
+        self._policy_gen = gen
+        return self.resync()
 
     def _pod_keys(self, etype, pod):
         key = (pod["metadata"].get("namespace"), pod["metadata"]["name"])

@@ -292,6 +292,7 @@ class DaemonSets:
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
+        self._eligible_memo = {}
 
     def reconcile(self):
         store = self.ctx.store
@@ -300,11 +301,23 @@ class DaemonSets:
         for ds in self.ctx.list("daemonsets.apps"):
             self._one(ds, nodes, owned.get(ds["metadata"]["uid"], []))
 
+    def _eligible(self, ds, node):
+        """daemonset_eligible, remembered per (DaemonSet, Node) resourceVersion pair: a pass
+        over 1000 nodes mostly sees objects that did not change."""
+        key = (ds["metadata"].get("uid"), ds["metadata"].get("resourceVersion"),
+               node["metadata"]["name"], node["metadata"].get("resourceVersion"))
+        got = self._eligible_memo.get(key)
+        if got is None:
+            if len(self._eligible_memo) > 200000:
+                self._eligible_memo.clear()
+            got = self._eligible_memo[key] = daemonset_eligible(ds, node)
+        return got
+
     def _one(self, ds, nodes, pods):
         store = self.ctx.store
         h = template_hash(ds["spec"].get("template") or {})
         gen = ds["metadata"].get("generation", 1)
-        eligible = {n["metadata"]["name"] for n in nodes if daemonset_eligible(ds, n)}
+        eligible = {n["metadata"]["name"] for n in nodes if self._eligible(ds, n)}
         # OnDelete (the GPU operator's driver DaemonSet): old pods stay until deleted by hand
         on_delete = ((ds["spec"].get("updateStrategy") or {}).get("type") == "OnDelete")
         by_node = {}
