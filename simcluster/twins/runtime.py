@@ -41,8 +41,8 @@ keys) and then runs the twins in list order; whatever their writes cause is hand
 in the next iteration. So a keyed twin that reads state derived by an earlier
 full-pass twin (the operator's ready pods) never sees it older than the event
 that queued the key. One thread means the twins never race each other (a real
-cluster's controllers do, but every one of them tolerates conflicts, and so do
-ours: see util.retry).
+cluster's controllers do; ours still tolerate conflicts from API clients:
+util.write_status ignores 404/409 and the next event or timer retries).
 """
 
 import heapq
