@@ -24,8 +24,12 @@ class Ctx:
         self.informer.add_index("pods", "owner", lambda p: [
             r.get("uid") for r in p["metadata"].get("ownerReferences") or [] if r.get("uid")])
 
-    def invalidate(self, event_type, resource, obj):
-        """Store event -> informer (runtime.on_change)."""
+    def invalidate(self, event_type, resource=None, obj=None):
+        """Store event -> informer (runtime.on_change). The old one-argument form
+        invalidate(resource) drops that cache; the next read lists it again."""
+        if resource is None:
+            self.informer.forget(event_type)
+            return
         self.informer.on_event(event_type, resource, obj)
 
     def list(self, resource, namespace=None):
