@@ -1,4 +1,4 @@
-"""`simcluster --cluster FILE --kubeconfig OUT [--port N]`: serve until SIGTERM/SIGINT.
+"""`simcluster --cluster FILE --kubeconfig OUT [--port N] [--state FILE]`: serve until SIGTERM/SIGINT.
 
 Prints exactly one line `ready <url>` on stdout once the API answers, the CRDs
 of the cluster file exist and the twins run.
@@ -13,7 +13,7 @@ import threading
 
 import yaml
 
-from . import kubeconfig
+from . import kubeconfig, persist
 from .server import APIServer
 from .store import Store
 
@@ -65,7 +65,7 @@ def load_crds(store, paths):
                 store.create(key, doc, field_manager="simcluster")
 
 
-def start(cluster_path, port=0, host="127.0.0.1"):
+def start(cluster_path, port=0, host="127.0.0.1", state=None):
     """Store + server (+ twins when available). Returns (server, twins handle or None)."""
     if cluster_path and not os.path.isfile(cluster_path):
         raise StartError("cluster file not found: %s" % cluster_path)
@@ -75,6 +75,11 @@ def start(cluster_path, port=0, host="127.0.0.1"):
         raise StartError("cluster file %s: %s" % (cluster_path, exc)) from exc
     check_crd_files(spec.get("crds") or [], cluster_path)
     store = Store()
+    if state:
+        try:
+            persist.restore(store, state)
+        except (OSError, ValueError, KeyError) as exc:
+            raise StartError("--state %s: %s" % (state, exc)) from exc
     server = APIServer(store, host, port)
     server.api_faults.replace((spec.get("faults") or {}).get("api_errors") or [])
     load_crds(store, spec.get("crds") or [])
@@ -82,6 +87,8 @@ def start(cluster_path, port=0, host="127.0.0.1"):
     twins = _optional("simcluster.twins")
     if twins is not None and hasattr(twins, "start"):
         handle = twins.start(store, spec)
+        if hasattr(handle, "runtime"):
+            server.on_pause.append(handle.runtime.pause)
     thread = threading.Thread(target=server.serve_forever, name="simcluster-http",
                               kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
@@ -94,6 +101,8 @@ def main(argv=None):
     parser.add_argument("--kubeconfig", required=True, help="kubeconfig file to write")
     parser.add_argument("--port", type=int, default=0, help="TCP port (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--state", help="keep the objects in FILE across restarts "
+                        "(atomic snapshot + journal; resourceVersions continue)")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -103,7 +112,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        server, handle = start(args.cluster, args.port, args.host)
+        server, handle = start(args.cluster, args.port, args.host, args.state)
     except StartError as exc:
         print("simcluster: cannot start: %s" % " ".join(str(exc).split()), file=sys.stderr)
         return 1
@@ -124,4 +133,6 @@ def main(argv=None):
             pass
     server.shutdown()
     server.server_close()
+    if args.state:
+        persist.close(server.store, args.state)
     return 0

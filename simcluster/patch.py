@@ -62,9 +62,12 @@ def merge_key_for(field, items):
 # --- RFC 7386 -----------------------------------------------------------------
 
 def merge_patch(target, patch):
+    """RFC 7386. Copies only the maps along the patch's paths: the parts of `target` the
+    patch does not touch are shared with the result (a deep copy of every level made a
+    label patch of a 1000-node cluster's Node cost milliseconds)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)

@@ -24,7 +24,7 @@ from .patch import json_patch, merge_patch, strategic_merge
 from .registry import SERVER_VERSION, VIRTUAL
 from .selectors import match_fields, match_labels, parse_field_selector, parse_label_selector
 from .stats import Stats
-from .store import Gone
+from .store import Gone, TooLarge
 
 try:
     import yaml
@@ -76,7 +76,20 @@ class APIServer(ThreadingHTTPServer):
         self.stats = Stats()
         self.api_faults = api_faults.ApiFaults()  # injected errors (simcluster/api_faults.py)
         self.stopping = False
+        self.paused_until = 0.0     # the pause fault: monotonic time serving resumes
+        self.on_pause = []          # fn(seconds): the twins stop working too
         super().__init__((host, port), Handler)
+
+    def pause(self, seconds):
+        """Stop serving for `seconds` without losing state (an API server outage): every
+        connection is closed unanswered, watches end; `/_sim/` stays reachable."""
+        self.paused_until = time.monotonic() + max(0.0, float(seconds))
+        for fn in list(self.on_pause):
+            fn(seconds)
+
+    @property
+    def paused(self):
+        return time.monotonic() < self.paused_until
 
     @property
     def url(self):
@@ -180,6 +193,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         req = Request(method, url.path, query, self.headers, body)
+        if self.server.paused and not url.path.startswith("/_sim/"):
+            self.close_connection = True        # like a restarting API server: no answer
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
         if LOG_REQUESTS:
             sys.stderr.write("simcluster: %s %s ct=%s accept=%s ua=%s\n" % (
                 method, self.path, self.headers.get("Content-Type"), self.headers.get("Accept"),
@@ -187,7 +207,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self._route(req)
         except ApiError as exc:
-            self._send_json(exc.code, exc.status(), req, getattr(exc, "headers", ()))
+            status = exc.status()
+            if getattr(exc, "list_continue", None):
+                status.setdefault("metadata", {})["continue"] = exc.list_continue
+            self._send_json(exc.code, status, req, getattr(exc, "headers", ()))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug: answer like the API server does, log it
@@ -285,6 +308,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, stats.snapshot())
         if parts == ["api_errors"]:
             return self._send_json(200, self.server.api_faults.endpoint(req.method, req.body))
+        if parts == ["pause"] and req.method == "POST":
+            try:
+                seconds = float((json.loads(req.body or b"{}") or {}).get("seconds", 0))
+            except (ValueError, TypeError, AttributeError):
+                raise _bad('body must be {"seconds": N}')
+            if not 0 <= seconds <= 3600:
+                raise _bad("seconds must be between 0 and 3600, got %s" % seconds)
+            self.server.pause(seconds)
+            return self._send_json(200, {"paused_seconds": seconds})
         raise _not_found_path()
 
     def _openapi(self, req, parts):
@@ -355,6 +387,75 @@ def _decode_body(req, allow_yaml=False):
         raise _bad("json: cannot unmarshal request body: %s" % exc)
 
 
+def _list_options_invalid(field, detail):
+    return ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: %s: Forbidden: %s'
+                    % (field, detail), {"kind": "ListOptions", "group": "meta.k8s.io",
+                                        "causes": [{"reason": "FieldValueForbidden",
+                                                    "message": "Forbidden: " + detail,
+                                                    "field": field}]})
+
+
+def _check_list_options(rv, match, cont):
+    """ValidateListOptions of k8s.io/apimachinery (list requests)."""
+    if match and match not in ("Exact", "NotOlderThan"):
+        raise ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: '
+                       'resourceVersionMatch: Unsupported value: "%s": supported values: '
+                       '"Exact", "NotOlderThan"' % match)
+    if match and not rv:
+        raise _list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden "
+                                    "unless resourceVersion is provided")
+    if match and cont:
+        raise _list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden "
+                                    "when continue is provided")
+    if match == "Exact" and rv == "0":
+        raise _list_options_invalid("resourceVersionMatch", 'resourceVersionMatch "exact" is '
+                                    'forbidden for resourceVersion "0"')
+    if cont and rv not in ("", "0"):
+        raise _list_options_invalid("resourceVersion", "specifying resource version is not "
+                                    "allowed when using continue")
+    if rv and not rv.isdigit():
+        raise _bad('invalid resource version "%s"' % rv)
+
+
+def _encode_continue(rv, start):
+    token = {"v": "meta.k8s.io/v1", "rv": int(rv), "start": start}
+    return base64.urlsafe_b64encode(json.dumps(token, separators=(",", ":")).encode()).decode()
+
+
+def _decode_continue(cont):
+    try:
+        token = json.loads(base64.urlsafe_b64decode(cont.encode()))
+        rv, start = int(token["rv"]), token["start"]
+        if not isinstance(start, list) or len(start) != 2 or rv <= 0:
+            raise ValueError(start)
+    except (ValueError, KeyError, TypeError):
+        raise _bad("continue key is not valid: incorrect encoded start resourceVersion "
+                   "(version meta.k8s.io/v1)")
+    return rv, start
+
+
+def _too_large(rv, current):
+    return ApiError(504, "Timeout", "Too large resource version: %s, current: %s"
+                    % (rv, current), {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                  "message": "Too large resource version"}],
+                                      "retryAfterSeconds": 1})
+
+
+def _expired_continue(ctx, start, q):
+    """410 for a continue token older than the history (the etcd compaction window); the
+    Status carries a fresh token for the rest of the list, as the real server's does."""
+    rv = ctx.store.resource_version
+    err = ApiError(410, "Expired",
+                   "The provided continue parameter is too old to display a consistent list "
+                   "result. You can start a new list without the continue parameter, or use "
+                   "the continue token in this response to retrieve the remainder of the "
+                   "results. Continuing with the provided token results in an inconsistent "
+                   "list - objects that were created, modified, or deleted between the time "
+                   "the first chunk was returned and now may show up in the list.")
+    err.list_continue = _encode_continue(rv, start)
+    return err
+
+
 class ResourceContext:
     """One request on one resource type."""
 
@@ -396,7 +497,9 @@ class ResourceContext:
         if verb not in self.info.verbs and self.sub is None:
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource")
-        self.stats.count(verb, self.info.key + ("/" + self.sub if self.sub else ""))
+        dry = self.req.dry_run or (self.req.method == "DELETE" and b'"All"' in (self.req.body or b"")
+                                   and b"dryRun" in (self.req.body or b""))
+        self.stats.count(verb, self.info.key + ("/" + self.sub if self.sub else ""), dry)
         self.h.server.api_faults.check(verb, self.info, self.namespace, self.name, self.sub)
 
     def serve(self):
@@ -470,30 +573,54 @@ class ResourceContext:
         return not_found(self.info.plural, self.name, self.info.group)
 
     def list(self):
-        items, rv = self.store.list_with_rv(self.info.key, self.namespace,
-                                            self.req.q("labelSelector"),
-                                            self.req.q("fieldSelector"), copy=False)
-        meta = {"resourceVersion": rv}
-        limit = int(self.req.q("limit") or 0)
-        cont = self.req.q("continue")
+        """LIST with the API server's chunking: limit/continue over a consistent snapshot
+        (the continue token pins the first page's resourceVersion), remainingItemCount
+        without selectors, resourceVersion/resourceVersionMatch semantics."""
+        q = self.req.query
+        rv_param = q.get("resourceVersion") or ""
+        match = q.get("resourceVersionMatch") or ""
+        cont = q.get("continue") or ""
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise _bad('limit: Invalid value: "%s"' % q.get("limit"))
+        _check_list_options(rv_param, match, cont)
+        at, start = None, None
         if cont:
-            try:
-                start = json.loads(base64.urlsafe_b64decode(cont.encode()))
-            except ValueError:
-                raise _bad("continue key is not valid")
-            key = start.get("start", [])
+            at, start = _decode_continue(cont)
+        elif match == "Exact":
+            at = int(rv_param)
+        elif rv_param not in ("", "0"):
+            current = int(self.store.resource_version)
+            if int(rv_param) > current:
+                raise _too_large(rv_param, current)
+        selector = q.get("labelSelector") or q.get("fieldSelector")
+        try:
+            items, rv = self.store.list_with_rv(self.info.key, self.namespace,
+                                                q.get("labelSelector"), q.get("fieldSelector"),
+                                                copy=False, at=at)
+        except Gone:
+            if cont:
+                raise _expired_continue(self, start, q)
+            raise ApiError(410, "Expired", "too old resource version: %s (%s)"
+                           % (at, self.store.oldest_resource_version))
+        except TooLarge as exc:
+            raise _too_large(at, exc.args[0])
+        meta = {"resourceVersion": rv}
+        if start is not None:
             items = [o for o in items if [o["metadata"].get("namespace") or "",
-                                          o["metadata"]["name"]] > key]
+                                          o["metadata"]["name"]] > start]
         if limit and len(items) > limit:
             last = items[limit - 1]["metadata"]
-            token = {"rv": rv, "start": [last.get("namespace") or "", last["name"]]}
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
-            meta["remainingItemCount"] = len(items) - limit
+            meta["continue"] = _encode_continue(rv, [last.get("namespace") or "", last["name"]])
+            if not selector:
+                meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
         items = [self._out(o) for o in items]
         if tables.wants_table(self.req.accept):
-            return self.h._send_json(200, tables.table(self.info, items, rv, self.req,
-                                                       self.version), self.req)
+            table = tables.table(self.info, items, rv, self.req, self.version)
+            table["metadata"] = meta
+            return self.h._send_json(200, table, self.req)
         body = {"kind": self.info.list_kind, "apiVersion": self.api_version, "metadata": meta,
                 "items": items}
         self.h._send_json(200, body, self.req)
@@ -852,7 +979,7 @@ class ResourceContext:
             else:
                 last = int(rv)
             last_bookmark = time.monotonic()
-            while not h.server.stopping:
+            while not h.server.stopping and not h.server.paused:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -887,6 +1014,10 @@ class ResourceContext:
                     if bookmarks and time.monotonic() - last_bookmark > BOOKMARK_EVERY:
                         bookmark(last)
                         last_bookmark = time.monotonic()
+            if h.server.paused:           # an outage cuts the stream, no clean end
+                h.close_connection = True
+                h.connection.shutdown(socket.SHUT_RDWR)
+                return
             h.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
             h.close_connection = True

@@ -21,7 +21,7 @@ from .errors import ApiError
 from .registry import Registry
 from .selectors import match_fields, match_labels, parse_field_selector, parse_label_selector
 
-WATCH_HISTORY = 10000
+WATCH_HISTORY = 50000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -40,6 +40,10 @@ def now():
 
 class Gone(Exception):
     """The requested resourceVersion left the watch history (410)."""
+
+
+class TooLarge(Exception):
+    """The requested resourceVersion is newer than the store's (504 in the real server)."""
 
 
 def _no_admit(store, op, resource, obj, old, **kw):
@@ -104,6 +108,7 @@ class Store:
         self.admission = _Admission()
         self.pod_logs = {}
         self.crd_listeners = []                        # fn() after CRD changes
+        self.journal = None                            # persist.Journal with --state
         for ns in SYSTEM_NAMESPACES:
             self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": ns}}, admit=False)
@@ -160,7 +165,10 @@ class Store:
         return self.list_with_rv(resource, namespace, label_selector, field_selector)[0]
 
     def list_with_rv(self, resource, namespace=None, label_selector=None, field_selector=None,
-                     copy=True):
+                     copy=True, at=None):
+        """Items (sorted by namespace, name) and the list's resourceVersion; with `at`
+        the state at that resourceVersion (rebuilt from the watch history; Gone
+        when it reaches back further, TooLarge when `at` is in the future)."""
         info = self.info(resource)
         lreq = parse_label_selector(label_selector) if isinstance(label_selector, str) \
             else label_selector
@@ -168,7 +176,10 @@ class Store:
             if isinstance(field_selector, str) else field_selector
         with self._lock:
             items = []
-            for (ns, _name), obj in self._objs[resource].items():
+            table = self._objs[resource]
+            if at is not None:
+                table = self._table_at(info, resource, int(at))
+            for (ns, _name), obj in table.items():
                 if namespace and info.namespaced and ns != namespace:
                     continue
                 if lreq and not match_labels(lreq, obj["metadata"].get("labels")):
@@ -176,9 +187,35 @@ class Store:
                 if freq and not match_fields(freq, obj):
                     continue
                 items.append(copy_obj(obj) if copy else obj)
-            rv = str(self._rv)
+            rv = str(self._rv) if at is None else str(int(at))
         items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
         return items, rv
+
+    def _table_at(self, info, resource, at):
+        """{key: obj} of `resource` as it was at resourceVersion `at` (under the lock)."""
+        if at > self._rv:
+            raise TooLarge(self._rv)
+        if at < self._dropped_upto:
+            raise Gone(self._history[0][0] if self._history else self._rv)
+        table = dict(self._objs[resource])
+        for erv, etype, eres, obj, old in reversed(self._history):
+            if erv <= at:
+                break
+            if eres != resource:
+                continue
+            meta = obj["metadata"]
+            key = (meta.get("namespace") if info.namespaced else None, meta["name"])
+            if etype == "ADDED":
+                table.pop(key, None)
+            else:                   # MODIFIED, DELETED: the version before the event
+                table[key] = old
+        return table
+
+    @property
+    def oldest_resource_version(self):
+        """The oldest resourceVersion a list or watch can still start from."""
+        with self._lock:
+            return self._dropped_upto
 
     def _selectable(self, info):
         if info.crd is None:
@@ -229,6 +266,8 @@ class Store:
     def _record(self, etype, resource, obj, old, pending):
         """Append to the watch history (under the lock) and queue subscriber calls."""
         self._history.append((int(obj["metadata"]["resourceVersion"]), etype, resource, obj, old))
+        if self.journal is not None:
+            self.journal.append(etype, resource, obj)
         if len(self._history) > self._history_max:
             dropped = self._history.popleft()
             self._dropped_upto = dropped[0]
@@ -244,7 +283,10 @@ class Store:
                 self._sync_crds()
             for cb in list(self._subscribers):
                 try:
-                    cb(etype, resource, copy_obj(obj))
+                    # the stored object itself: stored objects are never mutated in place,
+                    # subscribers must not mutate it either (a copy per event per
+                    # subscriber was the largest cost of a 1000-node cluster's writes)
+                    cb(etype, resource, obj)
                 except Exception:  # a broken subscriber must not break writers
                     import traceback
                     traceback.print_exc()
@@ -378,7 +420,12 @@ class Store:
                field_validation="Warn", warnings=None, user="admin", subresource=None,
                api_version=None):
         info = self.info(resource)
-        obj = copy_obj(obj)
+        if subresource == "status" and isinstance(obj, dict):
+            # a /status write takes only metadata (name, resourceVersion) and status
+            obj = {"metadata": copy_obj(obj.get("metadata") or {}),
+                   **({"status": copy_obj(obj["status"])} if "status" in obj else {})}
+        else:
+            obj = copy_obj(obj)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         pending = []
@@ -392,7 +439,7 @@ class Store:
                 raise errors.conflict(info.plural, name, info.group)
             new = self._merge_update(info, old, obj, subresource, api_version)
             if admit:
-                self._admit("UPDATE", resource, new, copy_obj(old), dry_run, subresource,
+                self._admit("UPDATE", resource, new, old, dry_run, subresource,
                             field_validation, user, warnings)
             result = self._commit_update(info, resource, old, new, subresource, field_manager,
                                          dry_run, pending)
@@ -402,7 +449,9 @@ class Store:
     def _merge_update(self, info, old, obj, subresource, api_version=None):
         ometa = old["metadata"]
         if subresource == "status":
-            new = copy_obj(old)
+            # spec and the other parts stay shared with the stored (immutable) old object
+            new = dict(old)
+            new["metadata"] = copy_obj(ometa)
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
@@ -486,7 +535,7 @@ class Store:
             if keep_mf is not None:
                 new["metadata"]["managedFields"] = keep_mf
             if admit:
-                self._admit("UPDATE", resource, new, copy_obj(old), dry_run, subresource,
+                self._admit("UPDATE", resource, new, old, dry_run, subresource,
                             field_validation, user, warnings)
             if keep_mf is not None:
                 # server-side apply computed managedFields itself

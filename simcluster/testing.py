@@ -106,6 +106,28 @@ class SimCluster:
                                                              res.stdout, res.stderr))
         return res
 
+    def pause(self, seconds):
+        """The outage fault: the API answers nothing for `seconds`, state is kept."""
+        req = urllib.request.Request(self.url + "/_sim/pause", method="POST",
+                                     data=json.dumps({"seconds": seconds}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def restart(self, kill=False):
+        """Stop the process (SIGKILL with kill=True, else SIGTERM) and start it again on the
+        same port, so the kubeconfig stays valid; with `state` the objects survive."""
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.stop()
+        port = int(self.url.rsplit(":", 1)[1])
+        new = start(port=port, **self.start_args)
+        RUNNING.remove(new)
+        self.proc, self.url = new.proc, new.url
+        if self not in RUNNING:
+            RUNNING.append(self)
+        return self
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -118,7 +140,9 @@ class SimCluster:
             RUNNING.remove(self)
 
 
-def start(cluster=None, workdir=None, timeout=30, port=0):
+def start(cluster=None, workdir=None, timeout=30, port=0, state=None):
+    """Start a simulated cluster; `state`: a file that keeps the objects across
+    restarts (`sim.restart()`)."""
     workdir = workdir or tempfile.mkdtemp(prefix="simcluster-")
     os.makedirs(workdir, exist_ok=True)
     path = resolve(cluster)
@@ -136,9 +160,11 @@ def start(cluster=None, workdir=None, timeout=30, port=0):
     if not os.path.exists(python):
         python = sys.executable
     with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen([python, "-m", "simcluster", "--cluster", path, "--kubeconfig",
-                                 kubeconfig, "--port", str(port)], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=err)
+        argv = [python, "-m", "simcluster", "--cluster", path, "--kubeconfig", kubeconfig,
+                "--port", str(port)]
+        if state:
+            argv += ["--state", state]
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err)
     deadline = time.monotonic() + timeout
     line = b""
     while time.monotonic() < deadline:
@@ -157,6 +183,8 @@ def start(cluster=None, workdir=None, timeout=30, port=0):
         with open(stderr_path, encoding="utf-8", errors="replace") as fh:
             raise SimClusterError("simcluster did not start (cluster %s):\n%s" % (path, fh.read()))
     sim = SimCluster(proc, line.split()[1].decode(), kubeconfig, workdir, stderr_path)
+    sim.start_args = {"cluster": cluster, "workdir": workdir, "timeout": timeout,
+                      "state": state}
     RUNNING.append(sim)
     return sim
 

@@ -7,7 +7,7 @@ store events and timers. The twins use only the Store protocol
 controller's.
 """
 
-from .context import Ctx
+from .context import CLUSTER_POLICIES, Ctx
 from .device_plugin import DevicePlugin
 from .gpu_operator import GpuOperator
 from .kubelet import Kubelet
@@ -53,6 +53,10 @@ def build(store, spec):
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook]
+    # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
+    # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
+    ctx.operator.unwatched = {"namespaces"}
+    ctx.mig.watches = ctx.plugin.watches = {"nodes", "pods", CLUSTER_POLICIES, "deployments.apps"}
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),

@@ -1,8 +1,7 @@
 """Shared state of the twins: the store, the cluster spec and a few lookups."""
 
-import threading
-
 from ..errors import ApiError
+from .runtime import Informer
 
 CLUSTER_POLICIES = "clusterpolicies.nvidia.com"
 OPERATOR_LABELS = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
@@ -18,39 +17,42 @@ class Ctx:
         self.facts = {n["name"]: n for n in spec["nodes"]}
         self.kubelet = None          # set by start(); other twins register pod behaviours
         self._events_seen = set()
-        # list cache: store reads deep-copy every object, and every pass of every twin
-        # lists pods and nodes; a resource's entry is dropped on each of its store events.
-        self._cache = {}
-        self._cache_ver = {}
-        self._cache_lock = threading.Lock()
+        # informer: the twins read from caches kept current by store events (a read
+        # from the store deep-copies every object; a pass reads pods and nodes often)
+        self.informer = Informer(store)
+        self.informer.add_index("pods", "node", lambda p: [(p.get("spec") or {}).get("nodeName")])
+        self.informer.add_index("pods", "owner", lambda p: [
+            r.get("uid") for r in p["metadata"].get("ownerReferences") or [] if r.get("uid")])
 
-    def invalidate(self, resource):
-        with self._cache_lock:
-            self._cache_ver[resource] = self._cache_ver.get(resource, 0) + 1
-            self._cache.pop(resource, None)
+    def invalidate(self, event_type, resource=None, obj=None):
+        """Store event -> informer (runtime.on_change). The old one-argument form
+        invalidate(resource) drops that cache; the next read lists it again."""
+        if resource is None:
+            self.informer.forget(event_type)
+            return
+        self.informer.on_event(event_type, resource, obj)
 
     def list(self, resource, namespace=None):
         """All objects of a resource (optionally one namespace); shared, do not mutate them."""
-        with self._cache_lock:
-            items = self._cache.get(resource)
-            ver = self._cache_ver.get(resource, 0)
-        if items is None:
-            try:
-                items = self.store.list(resource, None)
-            except (ApiError, KeyError):     # unknown resource (CRD not installed)
-                items = []
-            with self._cache_lock:
-                if self._cache_ver.get(resource, 0) == ver:
-                    self._cache[resource] = items
+        items = self.informer.list(resource)
         if namespace is None:
             return list(items)
         return [o for o in items if o["metadata"].get("namespace") == namespace]
 
     def get_cached(self, resource, name, namespace=None):
-        for obj in self.list(resource, namespace):
-            if obj["metadata"]["name"] == name:
-                return obj
-        return None
+        """One cached object; namespace None on a namespaced resource: the first by name."""
+        obj = self.informer.get(resource, namespace, name)
+        if obj is None and namespace is None:
+            obj = next((o for o in self.informer.list(resource)
+                        if o["metadata"]["name"] == name), None)
+        return obj
+
+    def by_index(self, resource, index, value):
+        """Cached objects whose index value is `value` ("pods": "node", "owner" uid)."""
+        return self.informer.by_index(resource, index, value)
+
+    def pods_on(self, node):
+        return self.informer.by_index("pods", "node", node)
 
     def operator_deployment(self, ready=True):
         """The gpu-operator Deployment (any namespace); with ready=True only when its pod runs."""

@@ -206,7 +206,7 @@ class GpuOperator:
         if mig_capable and not have.get(MIG_CONFIG):
             default = ((self.spec().get("migManager") or {}).get("config") or {}).get("default")
             want[MIG_CONFIG] = default or "all-disabled"
-        patch_labels(self.ctx.store, "nodes", None, name, want)
+        patch_labels(self.ctx.store, "nodes", None, name, want, current=node)
 
     def _detect_preinstalled(self):
         """k8s-driver-manager finds a host driver: label pre-installed, the pod then goes away."""

@@ -25,6 +25,7 @@ from .. import netpol
 from .util import (clone, gpu_requests, now_iso, parse_quantity, pod_active, set_condition,
                    write_status)
 
+RESUMED_AGE = 3600.0     # seconds a pod found Running at start is taken to have run
 BEHAVIOUR_ANNOTATION = "simcluster.skaffon.io/behaviour"
 CUDA_MARKERS = ("cuda-sample", "vectoradd", "vector-add")
 
@@ -37,6 +38,11 @@ Test PASSED
 VECTORADD_NO_GPU_LOG = """[Vector addition of 50000 elements]
 Failed to allocate device vector A (error code no CUDA-capable device is detected)!
 """
+
+
+def pod_ready_flag(status):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
 
 
 def registry_host(image):
@@ -60,6 +66,9 @@ class Kubelet:
         self.started = {}        # pod uid -> iso time containers started
         self.ip = {}
         self.admitted = set()    # pod uids that passed the kubelet's admission
+        self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
+        self._marks = {}         # (namespace, name) -> (node, phase, ready) last queued for
+        self._policy_gen = None  # the ClusterPolicy generation the pods were last queued for
 
     # -- helpers for other twins ---------------------------------------------------
     def elapsed(self, pod):
@@ -73,38 +82,96 @@ class Kubelet:
             if logs.get(key) != text:
                 logs[key] = text
 
-    # -- the pass -----------------------------------------------------------------------
-    def reconcile(self):
-        store = self.ctx.store
-        pods = self.ctx.list("pods")
-        alive = set()
-        now = time.monotonic()
-        for pod in pods:
-            uid = pod["metadata"]["uid"]
-            alive.add(uid)
-            node = pod["spec"].get("nodeName")
-            if not node or node not in self.ctx.facts:
-                continue
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                continue
-            self.bound_at.setdefault(uid, now)
-            self._run(pod, now - self.bound_at[uid])
-        for uid in list(self.bound_at):
-            if uid not in alive:
-                self.bound_at.pop(uid, None)
-                self.started.pop(uid, None)
-                self.admitted.discard(uid)
-        self._forget_logs(pods)
+    # -- keyed controller (see runtime.py): one key per pod, (namespace, name) ----------
+    @property
+    def watches(self):
+        # a pod's outcome hangs on its node (labels, allocatable) and on the other pods
+        # of that node (operand readiness gates, kubelet admission), so an event on a
+        # pod or a node queues every pod of the node
+        return {"pods": self._pod_keys, "nodes": self._node_keys,
+                "clusterpolicies.nvidia.com": self._policy_keys}
 
-    def _forget_logs(self, pods):
-        logs = getattr(self.ctx.store, "pod_logs", None)
-        if not logs:
+    def _policy_keys(self, etype, policy):
+        # every pod, but only when the spec changed (not on the operator's status writes)
+        gen = (etype, policy["metadata"].get("uid"), policy["metadata"].get("generation"))
+        if etype == "MODIFIED" and self._policy_gen == gen:
+            return []
+        self._policy_gen = gen
+        return self.resync()
+
+    def _pod_keys(self, etype, pod):
+        key = (pod["metadata"].get("namespace"), pod["metadata"]["name"])
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return [key]
+        # siblings care only when the pod comes, goes or changes phase or readiness
+        st = pod.get("status") or {}
+        mark = None if etype == "DELETED" else (node, st.get("phase"), pod_ready_flag(st))
+        if self._marks.get(key) == mark:
+            return [key]
+        if mark is None:
+            self._marks.pop(key, None)
+        else:
+            self._marks[key] = mark
+        return [key] + [(p["metadata"]["namespace"], p["metadata"]["name"])
+                        for p in self.ctx.pods_on(node)]
+
+    def _node_keys(self, etype, node):
+        return [(p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in self.ctx.pods_on(node["metadata"]["name"])]
+
+    def resync(self):
+        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.ctx.list("pods")]
+
+    def _again(self, pod, delay):
+        """Look at this pod again in `delay` seconds (a per-pod timer)."""
+        self.ctx.runtime.after(delay, (pod["metadata"]["namespace"], pod["metadata"]["name"]),
+                               self)
+
+    def reconcile_key(self, key):
+        pod = self.ctx.get_cached("pods", key[1], key[0])
+        uid = self.uids.get(key)
+        if uid is not None and (pod is None or pod["metadata"]["uid"] != uid):
+            self._forget(key, uid)
+        if pod is None:
             return
-        names = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
-        for key in list(logs):
-            if (key[0], key[1]) not in names:
-                logs.pop(key, None)
+        uid = pod["metadata"]["uid"]
+        node = pod["spec"].get("nodeName")
+        if not node or node not in self.ctx.facts:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        self.uids[key] = uid
+        now = time.monotonic()
+        if uid not in self.bound_at:
+            self.bound_at[uid] = now
+            started = (pod.get("status") or {}).get("startTime")
+            if started and phase == "Running":
+                # running before the twins (re)started (--state): the node kept running it
+                self.bound_at[uid] = now - RESUMED_AGE
+                self.started.setdefault(uid, started)
+        self._run(pod, now - self.bound_at[uid])
+
+    def _forget(self, key, uid):
+        self.uids.pop(key, None)
+        self.bound_at.pop(uid, None)
+        self.started.pop(uid, None)
+        self.admitted.discard(uid)
+        logs = getattr(self.ctx.store, "pod_logs", None)
+        if logs:
+            for lkey in [k for k in logs if (k[0], k[1]) == key]:
+                logs.pop(lkey, None)
+
+    def reconcile(self):
+        """A full pass over every pod (the keyed loop does this piecewise)."""
+        keys = self.resync()
+        for key in keys:
+            self.reconcile_key(key)
+        live = set(keys)
+        for key, uid in list(self.uids.items()):
+            if key not in live:
+                self._forget(key, uid)
 
     def _outcome(self, pod, elapsed):
         for hook in self.hooks:
@@ -147,8 +214,8 @@ class Kubelet:
         node = pod["spec"]["nodeName"]
         alloc = ((self.ctx.get_cached("nodes", node) or {}).get("status") or {}).get("allocatable") or {}
         used = {}
-        for other in self.ctx.list("pods"):
-            if other["spec"].get("nodeName") != node or other["metadata"]["uid"] not in self.admitted:
+        for other in self.ctx.pods_on(node):
+            if other["metadata"]["uid"] not in self.admitted:
                 continue
             if not pod_active(other):
                 continue
@@ -177,7 +244,7 @@ class Kubelet:
         t = self.ctx.timings
         uid = pod["metadata"]["uid"]
         if elapsed < t["pod_start"]:
-            self.ctx.runtime.after(t["pod_start"] - elapsed + 0.001)
+            self._again(pod, t["pod_start"] - elapsed + 0.001)
             return self._write(pod, self._render(pod, {"kind": "creating"}))
         bad = [c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
                if self._pull_failure(c.get("image") or "")]
@@ -185,7 +252,7 @@ class Kubelet:
             since = elapsed - t["pod_start"]
             backoff = since >= t["image_pull_backoff"]
             if not backoff:
-                self.ctx.runtime.after(t["image_pull_backoff"] - since + 0.001)
+                self._again(pod, t["image_pull_backoff"] - since + 0.001)
             return self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
                                                        "image": bad[0].get("image"),
                                                        "backoff": backoff}))
@@ -197,15 +264,15 @@ class Kubelet:
         out = self._outcome(pod, elapsed)
         delay = out.get("delay", 0.0)
         if out.get("retry") or out["kind"] == "creating":
-            self.ctx.runtime.after(out.get("retry") or 0.1)
+            self._again(pod, out.get("retry") or 0.1)
         if out["kind"] == "complete" and elapsed < t["pod_start"] + delay:
-            self.ctx.runtime.after(t["pod_start"] + delay - elapsed + 0.001)
+            self._again(pod, t["pod_start"] + delay - elapsed + 0.001)
             out = {"kind": "run", "ready": True, "logs": {}}
         elif out["kind"] in ("crash", "init_crash"):
             since = elapsed - t["pod_start"]
             restarts = min(5, 1 + int(since / max(t["crash_backoff"], 0.05)))
             if restarts < 5:
-                self.ctx.runtime.after(max(t["crash_backoff"], 0.05))
+                self._again(pod, max(t["crash_backoff"], 0.05))
             out = dict(out, restarts=restarts)
         if out["kind"] != "creating":
             self.started.setdefault(uid, now_iso())

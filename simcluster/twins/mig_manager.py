@@ -115,6 +115,7 @@ class MigManager:
         self.applied = {}
         self.seen = {}       # node -> desired label value handled last
         self.work = {}       # node -> in-flight reconfiguration
+        self._node_texts = {}  # generated <node>-mig-config text per kind of node
         for node, facts in ctx.facts.items():
             gpus = facts.get("gpus")
             if not gpus:
@@ -146,7 +147,7 @@ class MigManager:
         custom = ((op.spec().get("migManager") or {}).get("config") or {}).get("name")
         if custom:
             return custom
-        if self.ctx.store.get("configmaps", op.namespace, node + NODE_CONFIG_SUFFIX) is not None:
+        if self.ctx.get_cached("configmaps", node + NODE_CONFIG_SUFFIX, op.namespace) is not None:
             return node + NODE_CONFIG_SUFFIX
         return "default-mig-parted-config"
 
@@ -154,13 +155,35 @@ class MigManager:
         """<node>-mig-config: the configs of the static default that fit this node's GPUs."""
         op = self.ctx.operator
         name = node + NODE_CONFIG_SUFFIX
-        if self.ctx.store.get("configmaps", op.namespace, name) is not None:
+        if self.ctx.get_cached("configmaps", name, op.namespace) is not None:
             return
+        text = self._node_config_text(gpus)
+        if text is None:
+            return
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": name, "namespace": op.namespace,
+                           "labels": {"app.kubernetes.io/managed-by": "nvidia-mig-manager"}},
+              "data": {"config.yaml": text}}
+        if op.policy is not None:
+            cm["metadata"]["ownerReferences"] = [owner_ref(op.policy, "ClusterPolicy", "nvidia.com/v1")]
+        try:
+            self.ctx.store.create("configmaps", cm)
+        except ApiError:
+            pass
+
+    def _node_config_text(self, gpus):
+        """The generated config.yaml for one kind of node (cached: same GPUs, same text)."""
         path = self.ctx.spec.get("mig_parted_config")
+        key = (path, gpus["model"], gpus["memory_mib"], gpus["count"])
+        if key not in self._node_texts:
+            self._node_texts[key] = self._render_node_config(path, gpus)
+        return self._node_texts[key]
+
+    def _render_node_config(self, path, gpus):
         try:
             configs = parse_configs(mig_parted_file_data(path)["config.yaml"])
         except (OSError, KeyError, TypeError, MigError):
-            return
+            return None
         info = model_info(gpus["model"], gpus["memory_mib"])
         fit = {}
         for cname, entries in configs.items():
@@ -176,17 +199,7 @@ class MigManager:
                     continue
                 kept.append({k: v for k, v in e.items() if k != "device-filter"})
             fit[cname] = kept
-        text = yaml.safe_dump({"version": "v1", "mig-configs": fit}, sort_keys=False)
-        cm = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": name, "namespace": op.namespace,
-                           "labels": {"app.kubernetes.io/managed-by": "nvidia-mig-manager"}},
-              "data": {"config.yaml": text}}
-        if op.policy is not None:
-            cm["metadata"]["ownerReferences"] = [owner_ref(op.policy, "ClusterPolicy", "nvidia.com/v1")]
-        try:
-            self.ctx.store.create("configmaps", cm)
-        except ApiError:
-            pass
+        return yaml.safe_dump({"version": "v1", "mig-configs": fit}, sort_keys=False)
 
     def _configs(self, node):
         op = self.ctx.operator
@@ -222,8 +235,8 @@ class MigManager:
 
     def _gpu_pods(self, node):
         out = []
-        for pod in self.ctx.list("pods"):
-            if pod["spec"].get("nodeName") == node and pod_active(pod) and gpu_requests(pod["spec"]):
+        for pod in self.ctx.pods_on(node):
+            if pod_active(pod) and gpu_requests(pod["spec"]):
                 out.append("%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"]))
         return out
 

@@ -18,12 +18,32 @@ NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _pinned_nodes(spec):
+    """Node names a required affinity term pins the pod to (None: not pinned)."""
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+             .get("nodeSelectorTerms") or [])
+    names = set()
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or []
+                  if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        if not fields:
+            return None          # a term without a name pin can match any node
+        names.update(fields[0].get("values") or [])
+    return names if terms else None
+
+
 def _aggregate(counts, total):
     parts = sorted("%d %s" % (n, reason) for reason, n in counts.items())
     return "0/%d nodes are available: %s." % (total, ", ".join(parts))
 
 
 class Scheduler:
+    watches = {"pods", "nodes"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
 
@@ -61,7 +81,7 @@ class Scheduler:
             return ["node(s) had untolerated taint {%s: %s}" % (taint.get("key"),
                                                                taint.get("value", ""))], False
         if not matches_node_selector(spec, node):
-            return ["node(s) didn't match Pod's node affinity/selector"], False
+            return [AFFINITY_MISMATCH], False
         alloc = (node.get("status") or {}).get("allocatable") or {}
         have = used.get(node["metadata"]["name"], {})
         reasons = []
@@ -79,20 +99,17 @@ class Scheduler:
         return (reasons, True) if reasons else None
 
     def _schedule(self, pod, nodes, used):
-        failures = {}
-        preempt = {}
-        chosen = None
-        # spread: prefer the node with the fewest pods among those that fit
-        for node in sorted(nodes, key=lambda n: used.get(n["metadata"]["name"], {}).get("pods", 0)):
-            result = self._fit(pod, node, used)
-            if result is None:
-                chosen = node
-                break
-            reasons, resources = result
-            for r in reasons:
-                failures[r] = failures.get(r, 0) + 1
-            key = NO_VICTIMS if resources else NOT_HELPFUL
-            preempt[key] = preempt.get(key, 0) + 1
+        pinned = _pinned_nodes(pod["spec"])
+        if pinned is not None:
+            # NodeAffinity PreFilter: a matchFields metadata.name term (DaemonSet pods)
+            # narrows the nodes to look at; when none fits, the full walk below
+            # explains why, node by node
+            chosen, _f, _p = self._walk(pod, [n for n in nodes
+                                              if n["metadata"]["name"] in pinned], used)
+            if chosen is not None:
+                self._bind(pod, chosen, used)
+                return
+        chosen, failures, preempt = self._walk(pod, nodes, used)
         if chosen is not None:
             self._bind(pod, chosen, used)
             return
@@ -108,6 +125,21 @@ class Scheduler:
         status.setdefault("qosClass", _qos(pod["spec"]))
         if write_status(self.ctx.store, "pods", pod, status) is not pod:
             self.ctx.event_once(pod, "FailedScheduling", message, "Warning")
+
+    def _walk(self, pod, nodes, used):
+        failures = {}
+        preempt = {}
+        # spread: prefer the node with the fewest pods among those that fit
+        for node in sorted(nodes, key=lambda n: used.get(n["metadata"]["name"], {}).get("pods", 0)):
+            result = self._fit(pod, node, used)
+            if result is None:
+                return node, failures, preempt
+            reasons, resources = result
+            for r in reasons:
+                failures[r] = failures.get(r, 0) + 1
+            key = NO_VICTIMS if resources else NOT_HELPFUL
+            preempt[key] = preempt.get(key, 0) + 1
+        return None, failures, preempt
 
     def _bind(self, pod, node, used):
         store = self.ctx.store

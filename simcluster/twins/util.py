@@ -125,7 +125,7 @@ def strip_times(value):
 
 
 def same(a, b):
-    return strip_times(a) == strip_times(b)
+    return a == b or strip_times(a) == strip_times(b)
 
 
 def write_status(store, resource, obj, status):
@@ -134,9 +134,11 @@ def write_status(store, resource, obj, status):
     Returns the stored object (or None when the object is gone)."""
     if same(obj.get("status") or {}, status):
         return obj
-    new = clone(obj)
-    new["status"] = status
-    new["metadata"].pop("resourceVersion", None)
+    # a /status write reads only the name and the status: no copy of the spec
+    meta = obj["metadata"]
+    new = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+           "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+           "status": status}
     try:
         return store.update_status(resource, new)
     except ApiError as err:
@@ -145,13 +147,22 @@ def write_status(store, resource, obj, status):
         raise
 
 
-def patch_labels(store, resource, namespace, name, labels):
-    """Merge-patch labels ({key: value or None}) if any differs; 404 ignored."""
+def _label_delta(have, labels):
+    return {k: v for k, v in labels.items() if have.get(k) != v and not (v is None and k not in have)}
+
+
+def patch_labels(store, resource, namespace, name, labels, current=None):
+    """Merge-patch labels ({key: value or None}) if any differs; 404 ignored.
+
+    `current`: the object as the caller's (informer) cache has it; when its labels
+    already match, nothing is read or written (at 1000 nodes most passes change nothing)."""
+    if current is not None and not _label_delta(current["metadata"].get("labels") or {}, labels):
+        return current
     cur = store.get(resource, namespace, name)
     if cur is None:
         return None
     have = cur["metadata"].get("labels") or {}
-    delta = {k: v for k, v in labels.items() if have.get(k) != v and not (v is None and k not in have)}
+    delta = _label_delta(have, labels)
     if not delta:
         return cur
     try:

@@ -85,6 +85,8 @@ class PodMaker:
 
 
 class ReplicaSets:
+    watches = {"replicasets.apps", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
@@ -119,6 +121,9 @@ class ReplicaSets:
 
 
 class Deployments:
+    # runtime.py: changes of these run a pass
+    watches = {"deployments.apps", "replicasets.apps", "pods"}
+
     def __init__(self, ctx):
         self.ctx = ctx
 
@@ -282,9 +287,12 @@ def daemonset_eligible(ds, node):
 
 
 class DaemonSets:
+    watches = {"daemonsets.apps", "nodes", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
+        self._eligible_memo = {}
 
     def reconcile(self):
         store = self.ctx.store
@@ -293,11 +301,23 @@ class DaemonSets:
         for ds in self.ctx.list("daemonsets.apps"):
             self._one(ds, nodes, owned.get(ds["metadata"]["uid"], []))
 
+    def _eligible(self, ds, node):
+        """daemonset_eligible, remembered per (DaemonSet, Node) resourceVersion pair: a pass
+        over 1000 nodes mostly sees objects that did not change."""
+        key = (ds["metadata"].get("uid"), ds["metadata"].get("resourceVersion"),
+               node["metadata"]["name"], node["metadata"].get("resourceVersion"))
+        got = self._eligible_memo.get(key)
+        if got is None:
+            if len(self._eligible_memo) > 200000:
+                self._eligible_memo.clear()
+            got = self._eligible_memo[key] = daemonset_eligible(ds, node)
+        return got
+
     def _one(self, ds, nodes, pods):
         store = self.ctx.store
         h = template_hash(ds["spec"].get("template") or {})
         gen = ds["metadata"].get("generation", 1)
-        eligible = {n["metadata"]["name"] for n in nodes if daemonset_eligible(ds, n)}
+        eligible = {n["metadata"]["name"] for n in nodes if self._eligible(ds, n)}
         # OnDelete (the GPU operator's driver DaemonSet): old pods stay until deleted by hand
         on_delete = ((ds["spec"].get("updateStrategy") or {}).get("type") == "OnDelete")
         by_node = {}
@@ -346,6 +366,8 @@ class DaemonSets:
 
 
 class StatefulSets:
+    watches = {"statefulsets.apps", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
@@ -388,6 +410,8 @@ class StatefulSets:
 
 
 class Jobs:
+    watches = {"jobs.batch", "pods"}      # runtime.py: changes of these run a pass
+
     def __init__(self, ctx):
         self.ctx = ctx
         self.maker = PodMaker(ctx)
