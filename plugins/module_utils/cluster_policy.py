@@ -143,7 +143,7 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
         lines.append("ClusterPolicy state=%s reason=%s: %s" % (
             summary.get("state"), summary.get("reason"), summary.get("message") or "no message"))
     if not operator_found:
-        lines.append("no gpu-operator Deployment (label app=gpu-operator) found: nothing reconciles the ClusterPolicy")
+        lines.append("no gpu-operator Deployment (label app.kubernetes.io/component=gpu-operator) found: nothing reconciles the ClusterPolicy")
     elif operator_pending:
         lines.append("operator Deployment %s/%s not rolled out (%s): the ClusterPolicy status still comes from "
                      "the previous operator and cannot be trusted" % (ns, "gpu-operator", operator_pending))

@@ -104,7 +104,7 @@ OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"   # toolkit container install
 NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtime handler name
 
 # --- GPU Operator chart and Deployment (area: operator / gpu_operator role) ---
-OPERATOR_APP_SELECTOR = "app=gpu-operator"  # label of the operator Deployment and its pods
+OPERATOR_APP_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the chart labels its operator Deployment so (templates/operator.yaml)
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
 ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
 
