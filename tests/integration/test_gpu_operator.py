@@ -231,7 +231,9 @@ def test_airgap_without_mirror_fails_with_pull_diagnostics(airgap):
     assert waited["ready"] is False
     text = "\n".join(waited["diagnostics"])
     assert "ImagePullBackOff" in text or "ErrImagePull" in text, text
-    sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
+    # the chart's pre-delete hook Job runs the (public) operator image too: it can never
+    # start here, so helm would wait for it until --timeout. Clean up without hooks.
+    sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS, "--no-hooks")
 
 
 @pytest.mark.parametrize("helm", ["helm4"])
