@@ -154,3 +154,25 @@ def test_airgapped_upgrade_pulls_only_from_the_mirror(tmp_path_factory):
         assert not [e for e in events if e.get("reason") in ("Failed", "BackOff")], events
     finally:
         sim.stop()
+
+
+def test_upgrade_runs_the_host_detection_first(tmp_path_factory, tmp_path):
+    """Issue 9: the upgrade playbook detects the host drivers itself (it used to compute the plan
+    from hostvars without facts: facts_missing, then a rescue `helm rollback` of nothing)."""
+    from inventory import write_inventory
+    sim, plan = installed(tmp_path_factory, "facts", "helm3")
+    try:
+        site = {"gpu_operator_kubeconfig": sim.kubeconfig, "gpu_operator_helm_binary": os.path.join(BIN, "helm3"),
+                "gpu_operator_chart_source": "archive",
+                "gpu_operator_chart_ref": real_chart("v26.7.0").replace("v26.7.0", "{{ gpu_operator_chart_version }}"),
+                "gpu_operator_wait_timeout": 60, "gpu_operator_wait_stable_for": 2}
+        inv = write_inventory(tmp_path, {"pool_h100": {"gpu-a": True}, "pool_l40s": {"gpu-b": False}}, site)
+        from playbook import run_playbook
+        res = run_playbook(UPGRADE, sim.env, inventory=inv, extra_vars={"gpu_operator_chart_version": "v26.7.0"})
+        assert res.rc == 0, res
+        assert res.task_results("Gather GPU node facts (read-only)", host="gpu-a")
+        assert [(h["chart"], h["description"]) for h in history(sim)] == [
+            ("gpu-operator-v26.3.3", "Install complete"), ("gpu-operator-v26.7.0", "Upgrade complete")]
+        assert cluster_policy(sim)["spec"]["driver"]["enabled"] is plan["driver_enabled"] is True
+    finally:
+        sim.stop()
