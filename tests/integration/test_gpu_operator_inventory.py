@@ -116,6 +116,10 @@ def test_upgrade_reads_the_inventory_and_brings_the_crds(site):
     """Issue 9: namespace from the inventory, plan from the hosts' facts, new CRDs applied."""
     sim, inv, _ = site
     assert kget(sim, "crd", "gpuclusters.nvidia.com") is None      # v26.3.3 has no GPUCluster
+    check = play(sim, UPGRADE, inv, {"gpu_operator_chart_version": "v26.7.0"}, check=True, diff=True)
+    assert check.rc == 0, check
+    assert check.changed() >= 1 and len(history(sim)) == 1, check
+    assert kget(sim, "crd", "gpuclusters.nvidia.com") is None      # check mode wrote nothing
     res = play(sim, UPGRADE, inv, {"gpu_operator_chart_version": "v26.7.0"})
     assert res.rc == 0, res
     assert res.task_results("Roll back the release") == []
