@@ -353,3 +353,22 @@ def test_validator_image_falls_back_to_the_operator_pods_env():
         c.wait(lambda: (c.store.get("daemonsets.apps", "gpu-operator", "nvidia-operator-validator") or {})
                .get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("image")
                == "mirror.example:5000/nvidia/gpu-operator:v26.7.0")
+
+
+def test_operand_names_the_role_reads_are_the_operators():
+    """The operand DaemonSets are not in the chart: the operator renders them from its assets
+    (NVIDIA/gpu-operator assets/state-device-plugin/0500_daemonset.yaml: name and label
+    app=nvidia-device-plugin-daemonset, container nvidia-device-plugin). The role and the twin agree."""
+    import yaml
+    from simcluster.twins.gpu_operator import BY_DS
+    from simcluster.twins.testkit import REPO
+    with open(os.path.join(REPO, "roles", "gpu_operator", "vars", "main.yml")) as fh:
+        role_vars = yaml.safe_load(fh)
+    ds = role_vars["gpu_operator_device_plugin_daemonset"]
+    assert ds == "nvidia-device-plugin-daemonset" and BY_DS[ds]["containers"] == ["nvidia-device-plugin"]
+    with TwinCluster("default.yaml", store="real") as c:
+        c.install_operator()
+        _ready(c)
+        obj = c.store.get("daemonsets.apps", "gpu-operator", ds)
+        assert obj["spec"]["selector"]["matchLabels"] == {"app": ds}
+        assert obj["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.deploy.device-plugin": "true"}
