@@ -110,8 +110,19 @@ def base_vars(sim, archive, plan, helm="helm3", **extra):
     return values
 
 
-def play(sim, extra_vars, playbook=PLAYBOOK, **kw):
-    return run_playbook(playbook, sim.env, extra_vars=extra_vars, **kw)
+def play(sim, settings, playbook=PLAYBOOK, typed=None, **kw):
+    """Run a playbook with `settings` in an inventory's group_vars/all.yml, as a site keeps
+    them (inventory variables rank below play vars: this catches playbooks overriding them);
+    `typed` are the -e values a person would type."""
+    import tempfile
+    inv = tempfile.mkdtemp(prefix="inventory-", dir=sim.workdir)
+    os.makedirs(os.path.join(inv, "group_vars"))
+    with open(os.path.join(inv, "hosts.yml"), "w") as fh:
+        yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
+                                "children": {"gpu_nodes": {"hosts": {}}}}}, fh)
+    with open(os.path.join(inv, "group_vars", "all.yml"), "w") as fh:
+        yaml.safe_dump(settings, fh)
+    return run_playbook(playbook, sim.env, inventory=inv, extra_vars=typed, **kw)
 
 
 def kget(sim, *args):
