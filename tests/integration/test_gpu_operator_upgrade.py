@@ -75,6 +75,11 @@ def test_upgrade_with_the_chart_hook_and_roll_back(tmp_path_factory, tmp_path, h
         assert (last["chart"], last["status"], last["description"]) == (
             "gpu-operator-v26.3.3", "deployed", "Rollback to 1")
         assert back.task_results("Wait until the ClusterPolicy is ready and reconciled")[-1]["ready"] is True
+        # issue 11 defect 4: a second run must not flip back to v26.7.0
+        again = play(sim, {"gpu_operator_kubeconfig": sim.kubeconfig, "gpu_operator_helm_binary": os.path.join(BIN, helm),
+                           "gpu_operator_wait_timeout": 60, "gpu_operator_wait_stable_for": 2}, playbook=ROLLBACK)
+        assert again.rc == 0 and again.changed() == 0, (again.changed_tasks(), again)
+        assert history(sim, helm)[-1]["revision"] == last["revision"]
     finally:
         sim.stop()
 
@@ -168,6 +173,10 @@ def test_upgrade_runs_the_host_detection_first(tmp_path_factory, tmp_path):
                 "gpu_operator_wait_timeout": 60, "gpu_operator_wait_stable_for": 2}
         inv = write_inventory(tmp_path, {"pool_h100": {"gpu-a": True}, "pool_l40s": {"gpu-b": False}}, site)
         from playbook import run_playbook
+        # issue 11 defect 3: a bad input is refused before any write, nothing is rolled back
+        bad = run_playbook(UPGRADE, sim.env, inventory=inv, extra_vars={"gpu_operator_chart_version": "latest"})
+        assert bad.rc != 0 and len(history(sim)) == 1, bad
+        assert any("must pin a released chart version" in m for m in bad.failure_messages()), bad
         res = run_playbook(UPGRADE, sim.env, inventory=inv, extra_vars={"gpu_operator_chart_version": "v26.7.0"})
         assert res.rc == 0, res
         assert res.task_results("Gather GPU node facts (read-only)", host="gpu-a")
