@@ -6,7 +6,8 @@
 2. lay out one host root per GPU host from REAL nvidia-smi captures
    (../shared/fixtures/nvidia-smi), because the demo has no SSH hosts: the
    detection module reads them exactly as it reads a real host;
-3. package the stand-in GPU Operator chart as an air-gapped site's archive;
+3. install the REAL GPU Operator chart v26.7.0 from its archive in ../shared, as an
+   air-gapped site does (inventories/demo/group_vars/all.yml names it);
 4. run playbooks/demo.yml (inventories/demo): detect -> driver plan -> operator
    install and readiness wait -> time-slicing -> MIG -> a CUDA test pod -> summary.
 """
@@ -21,7 +22,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, ".venv", "bin")
 FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
 CLUSTER_FILE = os.path.join(REPO, "tests", "clusters", "default.yaml")
-CHART = os.path.join(REPO, "tests", "charts", "gpu-operator")
+CHART = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts",
+                                      "gpu-operator-v26.7.0.tgz"))
 KERNEL = "6.8.0-45-generic"
 
 
@@ -85,13 +87,12 @@ def start_cluster(kubeconfig):
 def main():
     if not os.path.isdir(FIXTURES):
         fail("real nvidia-smi captures not found at %s (../shared next to the repo)" % FIXTURES)
+    if not os.path.exists(CHART):
+        fail("real GPU Operator chart not found at %s (../shared next to the repo)" % CHART)
     work = tempfile.mkdtemp(prefix="gpu-platform-demo-")
     roots = {"gpu-h100-1": h100_with_host_driver, "gpu-l40s-1": l40s_without_driver}
     for host, build in roots.items():
         build(os.path.join(work, "hosts", host))
-    subprocess.run([os.path.join(BIN, "helm"), "package", CHART, "-d", work], check=True,
-                   stdout=subprocess.DEVNULL)
-    archive = [f for f in os.listdir(work) if f.endswith(".tgz")][0]
     kubeconfig = os.path.join(work, "kubeconfig")
     proc = start_cluster(kubeconfig)
     env = dict(os.environ, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig,
@@ -100,8 +101,7 @@ def main():
                ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"))
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(REPO, "inventories", "demo"),
            os.path.join(REPO, "playbooks", "demo.yml"),
-           "-e", "demo_hosts_dir=%s demo_kernel=%s" % (os.path.join(work, "hosts"), KERNEL),
-           "-e", "gpu_operator_chart_ref=%s" % os.path.join(work, archive)] + sys.argv[1:]
+           "-e", "demo_hosts_dir=%s demo_kernel=%s" % (os.path.join(work, "hosts"), KERNEL)] + sys.argv[1:]
     try:
         rc = subprocess.call(cmd, cwd=REPO, env=env)
     finally:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # molecule test of every scenario under molecule/, each against a fresh
-# simulated cluster (tests/clusters/default.yaml) with the stand-in chart.
+# simulated cluster (tests/clusters/default.yaml) with the real GPU Operator chart
+# (../shared/upstream/gpu-operator/charts/gpu-operator-v26.7.0.tgz, an air-gapped site's archive).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
@@ -9,17 +10,19 @@ export ANSIBLE_COLLECTIONS_PATH=$repo/build/collections
 # The simulated cluster needs the upstream CRDs in ../shared (like the pytest suites,
 # skip with the reason when they are absent).
 crd=$repo/../shared/upstream/gpu-operator/crds/nvidia.com_clusterpolicies.yaml
-if [ ! -f "$crd" ]; then
-  echo "molecule: skipped: $crd not found (../shared next to the repo)"
-  exit 0
-fi
+chart=$repo/../shared/upstream/gpu-operator/charts/gpu-operator-v26.7.0.tgz
+for f in "$crd" "$chart"; do
+  if [ ! -f "$f" ]; then
+    echo "molecule: skipped: $f not found (../shared next to the repo)"
+    exit 0
+  fi
+done
 work=$(mktemp -d)
 sim=
 cleanup() { [ -n "$sim" ] && kill "$sim" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-helm package "$repo/tests/charts/gpu-operator" -d "$work" >/dev/null
-export MOLECULE_CHART_ARCHIVE=$(ls "$work"/gpu-operator-*.tgz)
+export MOLECULE_CHART_ARCHIVE=$(cd "$(dirname "$chart")" && pwd)/$(basename "$chart")
 cd "$repo"
 for dir in molecule/*/; do
   scenario=$(basename "$dir")

@@ -38,7 +38,27 @@ items:
       template:
         metadata: {labels: {app: gpu-operator, app.kubernetes.io/component: gpu-operator}}
         spec:
-          containers: [{name: gpu-operator, image: nvcr.io/nvidia/gpu-operator:v25.3.0}]
+          containers: [{name: gpu-operator, image: nvcr.io/nvidia/gpu-operator:v25.3.0, command: [gpu-operator]}]
+  # the chart's NFD subchart, reduced to what the twins key on (nfd-master, nfd-worker)
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: nfd-master, namespace: gpu-operator}
+    spec:
+      selector: {matchLabels: {role: master}}
+      template:
+        metadata: {labels: {role: master}}
+        spec:
+          containers: [{name: master, image: registry.k8s.io/nfd/node-feature-discovery:v0.19.0, command: [nfd-master]}]
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: nfd-worker, namespace: gpu-operator}
+    spec:
+      selector: {matchLabels: {role: worker}}
+      template:
+        metadata: {labels: {role: worker}}
+        spec:
+          tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+          containers: [{name: worker, image: registry.k8s.io/nfd/node-feature-discovery:v0.19.0, command: [nfd-worker]}]
   - apiVersion: nvidia.com/v1
     kind: ClusterPolicy
     metadata: {name: cluster-policy}

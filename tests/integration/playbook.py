@@ -42,6 +42,17 @@ class PlaybookResult:
                     found.append(task["hosts"][host])
         return found
 
+    def changed_tasks(self, host="localhost"):
+        """Names of the tasks that reported changed (with the loop item labels)."""
+        out = []
+        for play in self.data.get("plays", []):
+            for task in play.get("tasks", []):
+                res = task["hosts"].get(host) or {}
+                if res.get("changed"):
+                    items = [r.get("item") for r in res.get("results") or [] if r.get("changed")]
+                    out.append(task["task"]["name"] + (" %s" % items if items else ""))
+        return out
+
     def failure_messages(self):
         msgs = []
         for play in self.data.get("plays", []):

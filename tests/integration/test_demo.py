@@ -28,3 +28,5 @@ def test_demo_runs_the_main_job_end_to_end():
     assert re.search(r'"gpu-h100-1": \{\s*"nvidia.com/gpu": "56"', out)
     assert re.search(r'"gpu-l40s-1": \{\s*"nvidia.com/gpu": "16"', out)
     assert re.search(r"localhost\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", out)
+    # the real chart from ../shared, not a stand-in
+    assert "gpu-operator-v26.7.0" in out

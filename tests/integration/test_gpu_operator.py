@@ -1,9 +1,10 @@
 """GPU Operator role, playbook and cluster_policy_wait against the simulated cluster.
 
-Real ansible-playbook, real helm 3 / helm 4 and the stand-in chart
-(tests/charts/gpu-operator, packaged as an archive like an air-gapped site
-does). Each scenario gets its own simulated cluster (cluster files are
-generated here: host drivers, faults and registries differ per scenario).
+Real ansible-playbook, real helm 3 / helm 4 and the REAL chart archives
+(../shared/upstream/gpu-operator/charts/gpu-operator-v26.3.3.tgz, -v26.7.0.tgz),
+installed from the archive like an air-gapped site does. Each scenario gets its
+own simulated cluster (cluster files are generated here: host drivers, faults and
+registries differ per scenario).
 """
 import json
 import os
@@ -19,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
-CHART = os.path.join(REPO, "tests", "charts", "gpu-operator")
+CHARTS = os.path.join(SHARED, "upstream", "gpu-operator", "charts")
 BIN = os.path.join(REPO, ".venv", "bin")
 PLAYBOOK = os.path.join(REPO, "playbooks", "gpu_operator.yml")
 NS = "gpu-operator"
@@ -81,24 +82,22 @@ def plan_for(nodes):
     return json.loads(json.dumps(driver_plan(hosts)))
 
 
-def package_chart(tmp_path_factory, version="26.7.0", helm="helm3"):
-    """helm package of the stand-in chart (optionally re-versioned), like an air-gapped site's archive."""
-    src = tmp_path_factory.mktemp("chart-" + version)
-    chart_dir = src / "gpu-operator"
-    subprocess.run(["cp", "-r", CHART, str(chart_dir)], check=True)
-    meta = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
-    meta["version"] = version
-    meta["appVersion"] = "v" + version
-    (chart_dir / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    out = src / "dist"
-    subprocess.run([os.path.join(BIN, helm), "package", str(chart_dir), "-d", str(out)], check=True,
-                   capture_output=True)
-    return str(out / ("gpu-operator-%s.tgz" % version))
+def real_chart(version="v26.7.0"):
+    """Path of the real released chart archive of this version (skips without ../shared)."""
+    path = os.path.join(CHARTS, "gpu-operator-%s.tgz" % version)
+    if not os.path.exists(path):
+        pytest.skip("real chart %s not found (../shared absent)" % path)
+    return path
+
+
+def package_chart(tmp_path_factory=None, version="v26.7.0"):
+    """The archive an air-gapped site copies in: the real released chart."""
+    return real_chart(version if version.startswith("v") else "v" + version)
 
 
 def base_vars(sim, archive, plan, helm="helm3", **extra):
     values = {
-        "gpu_operator_chart_version": "v" + os.path.basename(archive)[len("gpu-operator-"):-len(".tgz")],
+        "gpu_operator_chart_version": os.path.basename(archive)[len("gpu-operator-"):-len(".tgz")],
         "gpu_operator_chart_source": "archive",
         "gpu_operator_chart_ref": archive,
         "gpu_operator_driver_plan": plan,
@@ -111,8 +110,19 @@ def base_vars(sim, archive, plan, helm="helm3", **extra):
     return values
 
 
-def play(sim, extra_vars, playbook=PLAYBOOK, **kw):
-    return run_playbook(playbook, sim.env, extra_vars=extra_vars, **kw)
+def play(sim, settings, playbook=PLAYBOOK, typed=None, **kw):
+    """Run a playbook with `settings` in an inventory's group_vars/all.yml, as a site keeps
+    them (inventory variables rank below play vars: this catches playbooks overriding them);
+    `typed` are the -e values a person would type."""
+    import tempfile
+    inv = tempfile.mkdtemp(prefix="inventory-", dir=sim.workdir)
+    os.makedirs(os.path.join(inv, "group_vars"))
+    with open(os.path.join(inv, "hosts.yml"), "w") as fh:
+        yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
+                                "children": {"gpu_nodes": {"hosts": {}}}}}, fh)
+    with open(os.path.join(inv, "group_vars", "all.yml"), "w") as fh:
+        yaml.safe_dump(settings, fh)
+    return run_playbook(playbook, sim.env, inventory=inv, extra_vars=typed, **kw)
 
 
 def kget(sim, *args):
@@ -193,7 +203,7 @@ def test_fresh_install_rerun_and_check_mode(fleet, helm):
     assert waited["ready"] is True and waited["reason"] == "Reconciled" and waited["state"] == "ready"
     _assert_installed(sim, name, plan)
     releases = json.loads(sim.run(os.path.join(BIN, helm), "list", "-n", NS, "-o", "json").stdout)
-    assert [(r["name"], r["chart"]) for r in releases] == [("gpu-operator", "gpu-operator-26.7.0")]
+    assert [(r["name"], r["chart"]) for r in releases] == [("gpu-operator", "gpu-operator-v26.7.0")]
 
     again = play(sim, extra)
     assert again.rc == 0, again
@@ -232,7 +242,9 @@ def test_airgap_without_mirror_fails_with_pull_diagnostics(airgap):
     assert waited["ready"] is False
     text = "\n".join(waited["diagnostics"])
     assert "ImagePullBackOff" in text or "ErrImagePull" in text, text
-    sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
+    # the chart's pre-delete hook Job runs the (public) operator image too: it can never
+    # start here, so helm would wait for it until --timeout. Clean up without hooks.
+    sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS, "--no-hooks")
 
 
 @pytest.mark.parametrize("helm", ["helm4"])
@@ -329,7 +341,7 @@ def test_wait_watches_creation_and_status_changes(bare):
     thread = threading.Thread(target=run)
     thread.start()
     time.sleep(0.5)  # the object does not exist yet
-    rendered = subprocess.run([os.path.join(BIN, "helm3"), "template", "x", CHART], check=True,
+    rendered = subprocess.run([os.path.join(BIN, "helm3"), "template", "x", real_chart()], check=True,
                               capture_output=True, text=True).stdout
     spec = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ClusterPolicy"][0]
     body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},

@@ -1,8 +1,9 @@
-"""The stand-in gpu-operator chart renders a ClusterPolicy the real CRD accepts.
+"""The values we compute, rendered by the REAL gpu-operator chart (v26.7.0 from ../shared).
 
-Rendered with the real helm 3 and helm 4 binaries; validated against the real
-ClusterPolicy openAPIV3Schema from ../shared/upstream, strictly (unknown fields
-fail, as they would be pruned by the API server and silently lost).
+Rendered with the real helm 3 and helm 4 binaries; the ClusterPolicy is validated against
+the chart's own ClusterPolicy openAPIV3Schema, strictly (unknown fields fail, as they would
+be pruned by the API server and silently lost). What the collection reads from the chart's
+objects (labels, selectors, names, container names) is checked against this rendering.
 """
 import copy
 import os
@@ -15,8 +16,8 @@ import yaml
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-CHART = os.path.join(REPO, "tests", "charts", "gpu-operator")
 UPSTREAM = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator")
+CHART = os.path.join(UPSTREAM, "charts", "gpu-operator-v26.7.0.tgz")
 CRD = os.path.join(UPSTREAM, "crds", "nvidia.com_clusterpolicies.yaml")
 BIN = os.path.join(REPO, ".venv", "bin")
 HELMS = [h for h in ("helm3", "helm4") if os.path.exists(os.path.join(BIN, h))]
@@ -55,6 +56,8 @@ def schema():
 def render(helm, values, tmp_path):
     if not HELMS:
         pytest.skip("no helm binary in .venv/bin")
+    if not os.path.exists(CHART):
+        pytest.skip("real chart %s absent (../shared)" % CHART)
     vf = tmp_path / "values.yaml"
     vf.write_text(yaml.safe_dump(values))
     out = subprocess.run([os.path.join(BIN, helm), "template", "gpu-operator", CHART, "-n", "gpu-operator",
@@ -95,14 +98,34 @@ def test_cluster_policy_valid_and_follows_values(helm, plan, schema, tmp_path):
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 def test_operator_deployment_identity(helm, tmp_path):
+    """What cluster_policy_wait and mig_config select on is what the chart renders."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
     docs = render(helm, {}, tmp_path)
     (dep,) = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "gpu-operator"]
     assert dep["metadata"]["namespace"] == "gpu-operator"
-    for labels in (dep["metadata"]["labels"], dep["spec"]["template"]["metadata"]["labels"]):
-        assert labels["app"] == "gpu-operator"
-        assert labels["app.kubernetes.io/component"] == "gpu-operator"
-    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    key, _, value = upstream.OPERATOR_APP_SELECTOR.partition("=")
+    assert dep["metadata"]["labels"][key] == value
+    key, _, value = upstream.GPU_OPERATOR_COMPONENT_SELECTOR.partition("=")
+    assert dep["metadata"]["labels"][key] == value
+    # the trap of issue 9: only the pod template carries `app`
+    assert "app" not in dep["metadata"]["labels"]
+    assert dep["spec"]["template"]["metadata"]["labels"]["app"] == "gpu-operator"
+    selected = [d for d in docs if d["kind"] == "Deployment"
+                and d["metadata"]["labels"].get(key) == value]
+    assert [d["metadata"]["name"] for d in selected] == ["gpu-operator"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "gpu-operator" and container["command"] == ["gpu-operator"]
+    assert container["image"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    env = dict((e["name"], e.get("value")) for e in container["env"])
+    assert env["VALIDATOR_IMAGE"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    (cp,) = by_kind(docs, "ClusterPolicy")
+    assert cp["metadata"]["name"] == "cluster-policy"
+    (nfd,) = by_kind(docs, "DaemonSet")
+    assert nfd["metadata"]["name"] == "gpu-operator-node-feature-discovery-worker"
+    assert nfd["spec"]["template"]["spec"]["containers"][0]["command"] == ["nfd-worker"]
+    # chart default: operands and NFD workers tolerate only the nvidia.com/gpu taint (FACTS.md)
+    assert cp["spec"]["daemonsets"]["tolerations"] == [
+        {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
 
 
 def test_a_misspelt_spec_field_fails_validation(schema, tmp_path):
@@ -115,10 +138,14 @@ def test_a_misspelt_spec_field_fails_validation(schema, tmp_path):
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 def test_mirror_leaves_no_public_registry(helm, schema, tmp_path):
+    """Every image, hook Jobs and the operator's image env vars included, comes from the mirror."""
     values = ov.operator_values(PLAN_NONE, image_mirror="mirror.example:5000/nvidia",
                                 image_pull_secrets=["regcred"])
     values = ov.deep_merge(values, {"nodeStatusExporter": {"enabled": True}})
-    docs = render(helm, values, tmp_path)
+    out = subprocess.run([os.path.join(BIN, helm), "template", "gpu-operator", CHART, "-n", "gpu-operator",
+                          "-f", _values_file(values, tmp_path), "--is-upgrade"], check=True,
+                         capture_output=True, text=True).stdout   # --is-upgrade: pre-upgrade hooks too
+    docs = [d for d in yaml.safe_load_all(out) if d]
     text = yaml.safe_dump_all(docs)
     for registry in PUBLIC:
         assert registry not in text, registry
@@ -129,8 +156,22 @@ def test_mirror_leaves_no_public_registry(helm, schema, tmp_path):
     assert nfd["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
         "mirror.example:5000/nvidia/nfd/node-feature-discovery:")
     assert nfd["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
-    (dep,) = by_kind(docs, "Deployment")
+    (dep,) = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "gpu-operator"]
     assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    env = dict((e["name"], e.get("value")) for e in dep["spec"]["template"]["spec"]["containers"][0]["env"])
+    assert env["VALIDATOR_IMAGE"].startswith("mirror.example:5000/nvidia/")
+    assert env["DRIVER_MANAGER_IMAGE"].startswith("mirror.example:5000/nvidia/")
+    jobs = dict((j["metadata"]["name"], j) for j in by_kind(docs, "Job"))
+    assert "gpu-operator-upgrade-crd" in jobs
+    for job in jobs.values():
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            assert c["image"].startswith("mirror.example:5000/nvidia/"), (job["metadata"]["name"], c["image"])
+
+
+def _values_file(values, tmp_path):
+    vf = tmp_path / "values.yaml"
+    vf.write_text(yaml.safe_dump(values))
+    return str(vf)
 
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
@@ -138,27 +179,19 @@ def test_time_slicing_configmap(helm, tmp_path):
     data = {"any": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"}
     docs = render(helm, {"devicePlugin": {"config": {"create": True, "name": "ts", "default": "any",
                                                      "data": data}}}, tmp_path)
-    (cm,) = by_kind(docs, "ConfigMap")
-    assert cm["metadata"]["name"] == "ts" and cm["data"] == data
-    assert not by_kind(render(helm, {}, tmp_path), "ConfigMap")
+    (cm,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == "ts"]
+    assert cm["data"] == data
+    # without a config the chart renders only the NFD subchart's own ConfigMaps
+    assert [d["metadata"]["name"] for d in by_kind(render(helm, {}, tmp_path), "ConfigMap")] == [
+        "gpu-operator-node-feature-discovery-master-conf", "gpu-operator-node-feature-discovery-worker-conf"]
 
 
-def test_chart_values_carry_the_upstream_keys(tmp_path):
-    """Every leaf key of the stand-in values exists upstream (or is a subchart key)."""
-    if not os.path.exists(os.path.join(UPSTREAM, "values.yaml")):
-        pytest.skip("upstream values.yaml absent")
+def test_real_chart_values_match_the_shared_values_file():
+    """../shared/upstream/gpu-operator/values.yaml is the v26.7.0 chart's values.yaml."""
+    import tarfile
+    if not os.path.exists(CHART):
+        pytest.skip("real chart absent")
+    with tarfile.open(CHART) as tar:
+        chart_values = yaml.safe_load(tar.extractfile("gpu-operator/values.yaml").read())
     with open(os.path.join(UPSTREAM, "values.yaml")) as f:
-        upstream = yaml.safe_load(f)
-    with open(os.path.join(CHART, "values.yaml")) as f:
-        ours = yaml.safe_load(f)
-    missing = []
-    for path, _v in ov.leaf_items(ours):
-        if path[0] == ov.NFD_SUBCHART and path[1] in ("image", "imagePullSecrets"):
-            continue  # subchart's own values
-        node = upstream
-        for key in path:
-            if not isinstance(node, dict) or key not in node:
-                missing.append(".".join(path))
-                break
-            node = node[key]
-    assert not missing
+        assert yaml.safe_load(f) == chart_values
