@@ -31,6 +31,7 @@ CLUSTER_POLICY_VERSION = "v1"
 CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 CLUSTER_POLICY_NAME = "cluster-policy"
+CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 
 CP_STATE_READY = "ready"
 CP_STATE_NOT_READY = "notReady"
@@ -104,7 +105,8 @@ OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"   # toolkit container install
 NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtime handler name
 
 # --- GPU Operator chart and Deployment (area: operator / gpu_operator role) ---
-OPERATOR_APP_SELECTOR = "app=gpu-operator"  # label of the operator Deployment and its pods
+# The chart labels the operator Deployment app.kubernetes.io/component=gpu-operator
+# (GPU_OPERATOR_COMPONENT_SELECTOR); only its pod template also has app=gpu-operator.
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
 ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
 
@@ -122,3 +124,14 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Platform design (filter platform_design) -----------------------------------------
 # (names added by the design work go here)
+
+
+# --- Module foundations: Kubernetes names the modules read (core) -----------------------
+COND_POD_READY = "Ready"                              # Pod condition
+TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep DaemonSet pods away
+WAITING_CRASH_LOOP = "CrashLoopBackOff"
+WAITING_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+POD_DONE_PHASES = ("Succeeded", "Failed")
+LABEL_NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"  # NFD: an NVIDIA PCI device
+OPERATOR_VALIDATOR_PREFIX = "nvidia-operator-validator"  # operand DaemonSet / pod name prefix
+GPU_OPERATOR_CONTAINER = "gpu-operator"               # container of the operator Deployment (chart)
