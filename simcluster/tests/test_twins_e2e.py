@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from simcluster.twins.testkit import SHARED, cluster_policy, deployment
+from simcluster.twins.testkit import SHARED, chart_workloads, cluster_policy
 
 pytestmark = [
     pytest.mark.cluster("default.yaml"), pytest.mark.slow, pytest.mark.needs_shared,
@@ -34,9 +34,11 @@ def api(simcluster):
     custom = client.CustomObjectsApi(c)
     core.create_namespace({"metadata": {"name": NS, "labels": {
         "pod-security.kubernetes.io/enforce": "privileged"}}})
-    apps.create_namespaced_deployment(NS, deployment(
-        "gpu-operator", NS, {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"},
-        image="nvcr.io/nvidia/gpu-operator:v26.7.0"))
+    for obj in chart_workloads(NS):      # the real chart's operator and NFD workloads
+        if obj["kind"] == "Deployment":
+            apps.create_namespaced_deployment(NS, obj)
+        else:
+            apps.create_namespaced_daemon_set(NS, obj)
     custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", cluster_policy())
     return {"core": core, "apps": apps, "custom": custom, "sim": simcluster}
 

@@ -9,6 +9,7 @@ pytestmark = [pytest.mark.needs_shared, pytest.mark.skipif(
     not os.path.isdir(os.path.join(SHARED, "upstream", "gpu-operator")),
     reason="needs ../shared/upstream/gpu-operator (real CRDs, label examples, mig-parted config)")]
 
+NFD_WORKER_DS = "gpu-operator-node-feature-discovery-worker"  # the chart's NFD subchart
 OPERANDS = ["gpu-feature-discovery", "nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter",
             "nvidia-device-plugin-daemonset", "nvidia-driver-daemonset", "nvidia-mig-manager",
             "nvidia-operator-validator"]
@@ -18,6 +19,10 @@ OPERANDS = ["gpu-feature-discovery", "nvidia-container-toolkit-daemonset", "nvid
 def store(request):
     """The real store (with admission); the fake store runs the first test too."""
     return request.param
+
+
+def operand_daemonsets(c):
+    return [d for d in c.store.list("daemonsets.apps", "gpu-operator") if d["metadata"]["name"] != NFD_WORKER_DS]
 
 
 def _ready(c, reason="Reconciled", timeout=10):
@@ -38,7 +43,8 @@ def test_operand_daemonsets_then_ready_reconciled(store):
         _ready(c)
         assert c.condition("Error")["status"] == "False"
         assert c.policy()["status"]["namespace"] == "gpu-operator"
-        names = sorted(d["metadata"]["name"] for d in c.store.list("daemonsets.apps", "gpu-operator"))
+        names = sorted(d["metadata"]["name"] for d in c.store.list("daemonsets.apps", "gpu-operator")
+                       if d["metadata"]["name"] != NFD_WORKER_DS)
         assert names == OPERANDS
         dp = c.store.get("daemonsets.apps", "gpu-operator", "nvidia-device-plugin-daemonset")
         tmpl = dp["spec"]["template"]["spec"]
@@ -125,7 +131,7 @@ def test_no_gpu_nodes_is_ready_with_reason_nogpunodes(store):
     with TwinCluster("no-gpu.yaml", store=store) as c:
         c.install_operator()
         _ready(c, "NoGPUNodes")
-        assert c.store.list("daemonsets.apps", "gpu-operator") == []
+        assert operand_daemonsets(c) == []
 
 
 def test_missing_nfd_labels_is_ready_with_reason_nfdlabelsmissing(store):
@@ -153,7 +159,8 @@ def test_deploy_false_sticks_and_operands_false_removes_everything(store):
         assert c.labels("gpu-host-driver")["nvidia.com/gpu.deploy.driver"] == "false"
         assert c.operand_pods("nvidia-driver-daemonset", "gpu-host-driver") == []
         c.label("gpu-no-driver", {"nvidia.com/gpu.deploy.operands": "false"})
-        c.wait(lambda: not [p for p in c.pods("gpu-operator") if p["spec"].get("nodeName") == "gpu-no-driver"],
+        c.wait(lambda: not [p for p in c.pods("gpu-operator") if p["spec"].get("nodeName") == "gpu-no-driver"
+                            and not p["metadata"]["name"].startswith("gpu-operator-")],
                what="every operand gone from gpu-no-driver")
         labels = c.labels("gpu-no-driver")
         assert all(labels[k] == "false" for k in labels
@@ -175,7 +182,8 @@ def test_images_come_from_the_policy_spec(store):
 
 def test_restricted_operator_namespace_leaves_operands_uncreated():
     """PSA refuses the privileged operand pods: FailedCreate events and notReady."""
-    with TwinCluster("default.yaml", store="real") as c:
+    # NFD preinstalled: the chart's own NFD worker (hostPath volumes) is refused by baseline too
+    with TwinCluster("default.yaml", store="real", nfd="preinstalled") as c:
         c.install_operator(psa="baseline")
         c.wait(lambda: c.events("FailedCreate", "nvidia-device-plugin-daemonset"))
         c.settle()
@@ -190,10 +198,9 @@ def test_psa_enabled_labels_the_operator_namespace():
     with TwinCluster("default.yaml", store="real") as c:
         c.namespace("gpu-operator", {"pod-security.kubernetes.io/enforce": "baseline"})
         c.ns = "gpu-operator"
-        from simcluster.twins.testkit import OPERATOR_IMAGE, cluster_policy, deployment
-        c.store.create("deployments.apps", deployment(
-            "gpu-operator", "gpu-operator",
-            {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}, image=OPERATOR_IMAGE))
+        from simcluster.twins.testkit import chart_workloads, cluster_policy
+        for obj in chart_workloads("gpu-operator"):
+            c.store.create("deployments.apps" if obj["kind"] == "Deployment" else "daemonsets.apps", obj)
         c.store.create("clusterpolicies.nvidia.com", cluster_policy(psa={"enabled": True}))
         _ready(c)
         labels = c.store.get("namespaces", None, "gpu-operator")["metadata"]["labels"]
@@ -205,7 +212,7 @@ def test_deleting_the_policy_removes_the_operands(store):
         c.install_operator()
         _ready(c)
         c.store.delete("clusterpolicies.nvidia.com", None, "cluster-policy")
-        c.wait(lambda: not c.store.list("daemonsets.apps", "gpu-operator")
+        c.wait(lambda: not operand_daemonsets(c)
                and not [p for p in c.pods("gpu-operator") if not p["metadata"]["name"].startswith("gpu-operator-")])
 
 
@@ -235,3 +242,114 @@ def test_operator_converges_when_the_api_defaults_its_daemonsets():
         assert updates == []
         c.patch_policy({"dcgmExporter": {"version": "4.6.1"}})
         c.wait(lambda: updates == ["nvidia-dcgm-exporter"])
+
+
+# --- what the twins key on: the running operator process, NFD's worker pods, the hook's image ------
+
+def test_operator_reconciles_whatever_its_deployment_is_labelled():
+    """The real chart's Deployment has no `app` label; labels are irrelevant, the pod runs."""
+    with TwinCluster("default.yaml", store="real") as c:
+        c.install_operator()
+        dep = c.store.get("deployments.apps", "gpu-operator", "gpu-operator")
+        assert "app" not in dep["metadata"]["labels"]        # as helm template renders it
+        _ready(c)
+        c.store.delete("clusterpolicies.nvidia.com", None, "cluster-policy")
+        c.wait(lambda: not operand_daemonsets(c))
+        # relabel everything: still the operator as long as its pod runs the operator binary
+        c.store.delete("deployments.apps", "gpu-operator", "gpu-operator")
+        dep["metadata"] = {"name": "renamed", "namespace": "gpu-operator", "labels": {"team": "x"}}
+        dep["spec"]["selector"] = {"matchLabels": {"team": "x"}}
+        dep["spec"]["template"]["metadata"]["labels"] = {"team": "x"}
+        c.store.create("deployments.apps", dep)
+        from simcluster.twins.testkit import cluster_policy
+        c.store.create("clusterpolicies.nvidia.com", cluster_policy())
+        _ready(c)
+
+
+def test_an_operator_pod_that_cannot_pull_reconciles_nothing():
+    with TwinCluster("default.yaml", store="real", registries=["mirror.example:5000"]) as c:
+        c.install_operator()
+        c.wait(lambda: [p for p in c.pods("gpu-operator", "gpu-operator-")
+                        if status_word(p) in ("ErrImagePull", "ImagePullBackOff")])
+        c.settle()
+        assert c.policy_state() is None and operand_daemonsets(c) == []
+
+
+def test_nfd_labels_only_where_the_nfd_worker_runs():
+    """An untolerated taint keeps the NFD worker off a GPU node: no NFD labels, no operands."""
+    with TwinCluster("default.yaml", store="real") as c:
+        c.store.merge_patch("nodes", None, "gpu-l40s-1", {"spec": {"taints": [
+            {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}]}})
+        c.install_operator()
+        _ready(c)
+        assert c.labels("gpu-h100-1")["feature.node.kubernetes.io/pci-10de.present"] == "true"
+        assert not any(k.startswith("feature.node.kubernetes.io/") for k in c.labels("gpu-l40s-1"))
+        assert "nvidia.com/gpu.present" not in c.labels("gpu-l40s-1")
+        assert [p["spec"]["nodeName"] for p in c.pods("gpu-operator", NFD_WORKER_DS)
+                if p["spec"].get("nodeName") == "gpu-l40s-1"] == []
+
+
+def test_nfd_prune_job_removes_the_labels():
+    with TwinCluster("default.yaml", store="real") as c:
+        c.install_operator()
+        _ready(c)
+        job_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prune", "namespace": "gpu-operator"},
+                   "spec": {"restartPolicy": "Never", "nodeName": "cpu-1", "containers": [
+                       {"name": "nfd-master", "image": "registry.k8s.io/nfd/node-feature-discovery:v0.19.0",
+                        "command": ["nfd-master"], "args": ["-prune"]}]}}
+        c.store.delete("daemonsets.apps", "gpu-operator", NFD_WORKER_DS)
+        c.store.create("pods", job_pod)
+        c.wait(lambda: not any(k.startswith("feature.node.kubernetes.io/") for k in c.labels("gpu-h100-1")))
+
+
+def _hook_pod(name, image, files):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "gpu-operator"},
+            "spec": {"restartPolicy": "OnFailure", "nodeName": "cpu-1", "containers": [
+                {"name": "upgrade-crd", "image": image, "command": ["/usr/bin/manage-crds"],
+                 "args": ["apply"] + ["--filepath=/opt/gpu-operator/%s" % f for f in files]}]}}
+
+
+def test_the_crd_upgrade_hook_applies_the_crds_its_image_carries():
+    """upgrade_crd.yaml: the operator image of the NEW release applies its own CRDs."""
+    with TwinCluster("default.yaml", store="real") as c:
+        crds = "customresourcedefinitions.apiextensions.k8s.io"
+        assert c.store.get(crds, None, "gpuclusters.nvidia.com") is None
+        c.namespace("gpu-operator")
+        c.store.create("pods", _hook_pod("hook", "mirror.example:5000/nvidia/gpu-operator:v26.7.0", [
+            "nvidia.com_clusterpolicies.yaml", "nvidia.com_gpuclusters.yaml", "nfd-api-crds.yaml"]))
+        c.wait(lambda: (c.pod("gpu-operator", "hook").get("status") or {}).get("phase") == "Succeeded")
+        assert c.store.get(crds, None, "gpuclusters.nvidia.com") is not None
+        assert c.store.get(crds, None, "nodefeaturerules.nfd.k8s-sigs.io") is not None
+        cp = c.store.get(crds, None, "clusterpolicies.nvidia.com")
+        sm = (cp["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+              ["dcgmExporter"]["properties"]["serviceMonitor"]["properties"])
+        assert "scrapeTimeout" in sm
+        assert "Applied CRD gpuclusters.nvidia.com" in c.logs("gpu-operator", "hook", "upgrade-crd")
+        # the hook does not carry the DRA CRDs of crds/ (upstream difference, see docs)
+        assert c.store.get(crds, None, "computedomains.resource.nvidia.com") is None
+
+
+def test_the_crd_upgrade_hook_of_an_unknown_release_fails():
+    with TwinCluster("default.yaml", store="real") as c:
+        c.namespace("gpu-operator")
+        c.store.create("pods", _hook_pod("hook", "nvcr.io/nvidia/gpu-operator:v99.0.0",
+                                         ["nvidia.com_clusterpolicies.yaml"]))
+        c.wait(lambda: "open /opt/gpu-operator/nvidia.com_clusterpolicies.yaml: no such file"
+               in (c.logs("gpu-operator", "hook", "upgrade-crd") or ""))
+        assert (c.pod("gpu-operator", "hook")["status"]["containerStatuses"][0]["state"]
+                .get("terminated", {}).get("exitCode", 1)) != 0
+
+
+def test_validator_image_falls_back_to_the_operator_pods_env():
+    """gpuv1.ImagePath: no repository/image/version in the policy -> VALIDATOR_IMAGE of the pod."""
+    with TwinCluster("default.yaml", store="real") as c:
+        c.install_operator(validator={})
+        dep = c.store.get("deployments.apps", "gpu-operator", "gpu-operator")
+        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        for e in env:
+            if e["name"] == "VALIDATOR_IMAGE":
+                e["value"] = "mirror.example:5000/nvidia/gpu-operator:v26.7.0"
+        c.store.update("deployments.apps", dep)
+        c.wait(lambda: (c.store.get("daemonsets.apps", "gpu-operator", "nvidia-operator-validator") or {})
+               .get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("image")
+               == "mirror.example:5000/nvidia/gpu-operator:v26.7.0")

@@ -5,7 +5,25 @@ import threading
 from ..errors import ApiError
 
 CLUSTER_POLICIES = "clusterpolicies.nvidia.com"
-OPERATOR_LABELS = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
+# What makes a pod "the GPU Operator" here: its container runs the operator binary
+# (the chart's Deployment: `command: ["gpu-operator"]`). Labels are the chart's business;
+# a real operator reconciles whatever its Deployment is labelled.
+OPERATOR_COMMAND = "gpu-operator"
+
+
+def pod_ready(pod):
+    st = pod.get("status") or {}
+    return st.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def runs_command(pod, command):
+    """True if a container of the pod runs `command` (basename of command[0])."""
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        cmd = c.get("command") or []
+        if cmd and cmd[0].rsplit("/", 1)[-1] == command:
+            return True
+    return False
 
 
 class Ctx:
@@ -56,14 +74,41 @@ class Ctx:
         """list() that treats an unknown resource (CRD not installed) as empty."""
         return self.list(resource, namespace)
 
+    def running_pods(self, command, namespace=None):
+        """Ready pods whose container runs `command`, oldest first (leader election)."""
+        pods = [p for p in self.list("pods", namespace) if runs_command(p, command) and pod_ready(p)]
+        return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "",
+                                           p["metadata"]["name"]))
+
+    def operator_pod(self):
+        """The running GPU Operator pod (the leader), or None."""
+        pods = self.running_pods(OPERATOR_COMMAND)
+        return pods[0] if pods else None
+
     def operator_deployment(self, ready=True):
-        """The gpu-operator Deployment (any namespace); with ready=True only when its pod runs."""
-        for dep in self.safe_list("deployments.apps"):
-            labels = dep["metadata"].get("labels") or {}
-            if all(labels.get(k) == v for k, v in OPERATOR_LABELS.items()):
-                if not ready or ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1:
+        """The Deployment whose pod runs the GPU Operator (any namespace, any labels).
+
+        ready=True: only while that pod runs (it is the pod that reconciles); ready=False:
+        any Deployment whose template runs the operator binary."""
+        if not ready:
+            for dep in self.safe_list("deployments.apps"):
+                if runs_command({"spec": (dep["spec"].get("template") or {}).get("spec") or {}},
+                                OPERATOR_COMMAND):
                     return dep
-        return None
+            return None
+        pod = self.operator_pod()
+        if pod is None:
+            return None
+        ns = pod["metadata"]["namespace"]
+        rs_name = next((r.get("name") for r in pod["metadata"].get("ownerReferences") or []
+                        if r.get("kind") == "ReplicaSet"), None)
+        rs = self.get_cached("replicasets.apps", rs_name, ns) if rs_name else None
+        dep_name = next((r.get("name") for r in (rs or {}).get("metadata", {}).get("ownerReferences") or []
+                         if r.get("kind") == "Deployment"), None)
+        dep = self.get_cached("deployments.apps", dep_name, ns) if dep_name else None
+        # a bare operator pod (no Deployment) still reconciles: describe it like one
+        return dep or {"metadata": {"name": pod["metadata"]["name"], "namespace": ns},
+                       "spec": {"template": {"spec": pod["spec"]}}}
 
     def cluster_policies(self):
         return sorted(self.safe_list(CLUSTER_POLICIES),

@@ -1,8 +1,10 @@
 """GPU Operator twin: ClusterPolicy -> node labels, operand DaemonSets, status.
 
-Acts only while the operator Deployment (labels app=gpu-operator,
-app.kubernetes.io/component=gpu-operator) has a ready pod, in that
-Deployment's namespace, like the real operator. Behaviour follows
+Acts only while a pod running the operator binary (container command
+`gpu-operator`, as the chart's Deployment renders it) is Running and Ready, in
+that pod's namespace, whatever labels its Deployment carries: like the real
+operator, it is the running process that reconciles. Operand images come from
+the ClusterPolicy, else from that pod's env (VALIDATOR_IMAGE, DRIVER_MANAGER_IMAGE, ...). Behaviour follows
 shared/upstream/FACTS.md:
   * NFD labels missing on every node -> state ready, Ready=True reason NFDLabelsMissing;
   * no node with an NVIDIA PCI device -> state ready, reason NoGPUNodes;
@@ -15,8 +17,13 @@ every operand off; a host driver under an operator-managed driver is detected by
 driver pod's k8s-driver-manager, which labels the node deploy.driver=pre-installed.
 """
 
+import functools
+import io
 import json
 import os
+import tarfile
+
+import yaml
 
 from ..errors import ApiError
 from .context import CLUSTER_POLICIES
@@ -67,6 +74,11 @@ OPERANDS = [
         ["nvidia-node-status-exporter"], enabled=False),
 ]
 BY_DS = {o["ds"]: o for o in OPERANDS}
+# env variable of the operator pod each component's image falls back to (gpuv1.ImagePath)
+IMAGE_ENV = {"driver": "DRIVER_IMAGE", "toolkit": "CONTAINER_TOOLKIT_IMAGE",
+             "validator": "VALIDATOR_IMAGE", "devicePlugin": "DEVICE_PLUGIN_IMAGE",
+             "dcgm": "DCGM_IMAGE", "dcgmExporter": "DCGM_EXPORTER_IMAGE", "gfd": "GFD_IMAGE",
+             "migManager": "MIG_MANAGER_IMAGE", "nodeStatusExporter": "VALIDATOR_IMAGE"}
 # deploy labels the operator puts on every GPU node (mig-manager only on MIG-capable ones)
 DEPLOY_KEYS = ["driver", "container-toolkit", "operator-validator", "device-plugin",
                "gpu-feature-discovery", "dcgm", "dcgm-exporter", "node-status-exporter", "mig-manager"]
@@ -82,6 +94,36 @@ def image_path(repository, image, version):
     return "%s@%s" % (ref, version) if version.startswith("sha256:") else "%s:%s" % (ref, version)
 
 
+# The operator image carries the CRDs of its release under /opt/gpu-operator (the chart's
+# upgrade_crd hook Job runs `/usr/bin/manage-crds apply --filepath=/opt/gpu-operator/<file>`).
+# No image is pulled here: the image's tag selects the released chart archive of the same
+# version, whose crds/ (and the NFD subchart's crds/) are what that image holds.
+CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+MANAGE_CRDS = "manage-crds"
+IMAGE_CRD_DIR = "/opt/gpu-operator/"
+
+
+def _charts_dir():
+    from ..clusterfile import SHARED
+    return os.path.join(SHARED, "upstream", "gpu-operator", "charts")
+
+
+@functools.lru_cache(maxsize=8)
+def image_crd_files(tag):
+    """{basename: [CRD docs]} the operator image of this tag holds; {} if that release is unknown."""
+    path = os.path.join(_charts_dir(), "gpu-operator-%s.tgz" % tag)
+    if not os.path.exists(path):
+        return {}
+    files = {}
+    with tarfile.open(path) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) >= 2 and parts[-2] == "crds" and parts[-1].endswith(".yaml"):
+                text = tar.extractfile(member).read().decode("utf-8")
+                files[parts[-1]] = [d for d in yaml.safe_load_all(io.StringIO(text)) if d]
+    return files
+
+
 def is_gpu_node(node):
     labels = node["metadata"].get("labels") or {}
     return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
@@ -95,6 +137,8 @@ class GpuOperator:
         self.ready_pods = set()     # (ds name, node) of Ready operand pods, from the last pass
         self.pods = {}              # (ds name, node) -> pod
         self.node_labels = {}      # node -> labels, from the last pass
+        self.operator_pod = None   # the running operator pod this pass reconciles as
+        self._crd_runs = {}        # manage-crds pod uid -> (exit code, log)
 
     # -- gates the other twins and the kubelet hooks use -----------------------------------
     def spec(self):
@@ -127,12 +171,13 @@ class GpuOperator:
     # -- the pass ----------------------------------------------------------------------------
     def reconcile(self):
         ctx = self.ctx
-        dep = ctx.operator_deployment()
+        self.operator_pod = ctx.operator_pod()
         policies = ctx.cluster_policies()
-        if dep is None or not policies:
+        if self.operator_pod is None or not policies:
             self.policy = None
             return
-        self.namespace = dep["metadata"]["namespace"]
+        # OPERATOR_NAMESPACE comes from the pod's own namespace (fieldRef metadata.namespace)
+        self.namespace = self.operator_pod["metadata"]["namespace"]
         self.policy = policies[0]        # extra ClusterPolicies are ignored (in memory only)
         nodes = ctx.list("nodes")
         self.node_labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
@@ -221,15 +266,33 @@ class GpuOperator:
                 patch_labels(self.ctx.store, "nodes", None, node, {DEPLOY + "driver": "pre-installed"})
 
     # -- DaemonSets -------------------------------------------------------------------------
-    def _image(self, op, key=None):
-        comp = self.spec().get(key or op["key"]) or {}
-        repo, image, version = op["image"]
-        version = comp.get("version", version)
+    def operator_env(self, name):
+        """A literal env value of the running operator pod (VALIDATOR_IMAGE, DRIVER_MANAGER_IMAGE...)."""
+        pod = self.operator_pod
+        for c in ((pod or {}).get("spec") or {}).get("containers") or []:
+            for e in c.get("env") or []:
+                if e.get("name") == name and e.get("value"):
+                    return e["value"]
+        return None
+
+    def _image_of(self, comp, default, env_name):
+        """gpuv1.ImagePath: the ClusterPolicy's repository/image/version, else the operator
+        pod's env (e.g. VALIDATOR_IMAGE), else the twin's default (values.yaml)."""
+        if not any(comp.get(k) for k in ("repository", "image", "version")):
+            from_env = self.operator_env(env_name)
+            if from_env:
+                return from_env
+        repo, image, version = default
+        version = comp.get("version") or version
         if version is None:      # validator & co. default to the operator's own version
-            dep = self.ctx.operator_deployment()
-            img = dep["spec"]["template"]["spec"]["containers"][0].get("image", "") if dep else ""
+            pod = self.operator_pod
+            img = pod["spec"]["containers"][0].get("image", "") if pod else ""
             version = img.rsplit(":", 1)[-1] if ":" in img.rsplit("/", 1)[-1] else "v26.7.0"
         return image_path(comp.get("repository", repo), comp.get("image", image), version)
+
+    def _image(self, op, key=None):
+        key = key or op["key"]
+        return self._image_of(self.spec().get(key) or {}, op["image"], IMAGE_ENV[key])
 
     def _template(self, op):
         spec = self.spec()
@@ -241,9 +304,9 @@ class GpuOperator:
         inits = []
         for name in op["init"]:
             if name == "k8s-driver-manager":
-                mgr = (comp.get("manager") or {})
-                img = image_path(mgr.get("repository", "nvcr.io/nvidia/cloud-native"),
-                                 mgr.get("image", "k8s-driver-manager"), mgr.get("version", "v0.9.1"))
+                img = self._image_of(comp.get("manager") or {},
+                                     ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
+                                     "DRIVER_MANAGER_IMAGE")
             else:
                 img = validator_image
             inits.append({"name": name, "image": img, "securityContext": dict(priv),
@@ -396,8 +459,62 @@ class GpuOperator:
                                 "Normal" if state == "ready" else "Warning")
         write_status(self.ctx.store, CLUSTER_POLICIES, cp, status)
 
+    # -- the chart's CRD upgrade hook (operator image, /usr/bin/manage-crds apply) ---------------
+    def _manage_crds(self, pod):
+        """Outcome of a manage-crds container: apply the CRDs its image carries, once per pod."""
+        c = next(c for c in pod["spec"]["containers"]
+                 if (c.get("command") or [""])[0].rsplit("/", 1)[-1] == MANAGE_CRDS)
+        uid = pod["metadata"]["uid"]
+        done = self._crd_runs.get(uid)
+        if done is None:
+            done = self._crd_runs[uid] = self._apply_image_crds(c)
+        code, log = done
+        return {"kind": "complete", "exit": code, "delay": self.ctx.timings["job_run"],
+                "logs": {c["name"]: log}}
+
+    def _apply_image_crds(self, container):
+        image = container.get("image") or ""
+        tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+        files = image_crd_files(tag)
+        args = container.get("args") or []
+        if not args or args[0] != "apply":
+            return 1, "Error: unknown command %r for \"manage-crds\"\n" % (args[:1] or [""])[0]
+        log = []
+        for arg in args[1:]:
+            if not arg.startswith("--filepath="):
+                continue
+            path = arg[len("--filepath="):]
+            name = path[len(IMAGE_CRD_DIR):] if path.startswith(IMAGE_CRD_DIR) else None
+            if name not in files:
+                log.append("Error: failed to read %s: open %s: no such file or directory" % (path, path))
+                return 1, "\n".join(log) + "\n"
+            for crd in files[name]:
+                try:
+                    self._apply_crd(crd)
+                except ApiError as err:
+                    log.append("Error: failed to apply CRD %s: %s" % (crd["metadata"]["name"], err.message))
+                    return 1, "\n".join(log) + "\n"
+                log.append("Applied CRD %s" % crd["metadata"]["name"])
+        return 0, "\n".join(log) + "\n"
+
+    def _apply_crd(self, crd):
+        store = self.ctx.store
+        cur = store.get(CRD_RESOURCE, None, crd["metadata"]["name"])
+        if cur is None:
+            store.create(CRD_RESOURCE, clone(crd))
+            return
+        new = clone(cur)
+        new["spec"] = clone(crd["spec"])
+        new["metadata"].setdefault("labels", {}).update(crd["metadata"].get("labels") or {})
+        new["metadata"].setdefault("annotations", {}).update(crd["metadata"].get("annotations") or {})
+        if new != cur:
+            store.update(CRD_RESOURCE, new)
+
     # -- kubelet hook: how operand pods behave on a node -----------------------------------------
     def pod_hook(self, pod, elapsed):
+        if any((c.get("command") or [""])[0].rsplit("/", 1)[-1] == MANAGE_CRDS
+               for c in pod["spec"].get("containers") or []):
+            return self._manage_crds(pod)
         if self.policy is None or pod["metadata"].get("namespace") != self.namespace:
             return None
         ref = next((r for r in pod["metadata"].get("ownerReferences") or []

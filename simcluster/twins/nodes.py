@@ -13,6 +13,9 @@ from ..errors import ApiError
 from .util import parse_quantity, patch_labels
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
+# the NFD subchart's binaries (container `command`), how the twin recognises its pods
+NFD_MASTER = "nfd-master"
+NFD_WORKER = "nfd-worker"
 
 
 def _examples_dir():
@@ -137,7 +140,8 @@ class Nodes:
     def __init__(self, ctx):
         self.ctx = ctx
         self.facts = {n["name"]: n for n in ctx.spec["nodes"]}
-        self._nfd_done = False
+        self._labelled = set()      # nodes NFD labelled since the last prune
+        self._pruned = set()        # uids of prune Job pods already acted on
 
     def register(self):
         store = self.ctx.store
@@ -156,19 +160,48 @@ class Nodes:
             self.label_nfd()
 
     def nfd_running(self):
+        """NFD can label: preinstalled, or (mode operator) an nfd-master pod runs."""
         mode = self.ctx.spec["nfd"]
         if self.ctx.faults.get("nfd_labels_missing") or mode == "absent":
             return False
         if mode == "preinstalled":
             return True
-        # mode "operator": the chart's NFD subchart runs next to the operator
-        return self.ctx.operator_deployment() is not None
+        # mode "operator": the chart's NFD subchart (nfd-master Deployment + nfd-worker DaemonSet)
+        return bool(self.ctx.running_pods(NFD_MASTER))
 
-    def label_nfd(self):
+    def label_nfd(self, names=None):
         for name, facts in self.facts.items():
-            patch_labels(self.ctx.store, "nodes", None, name, nfd_labels(facts))
+            if names is None or name in names:
+                patch_labels(self.ctx.store, "nodes", None, name, nfd_labels(facts))
 
     def reconcile(self):
-        if self.nfd_running() and not self._nfd_done:
-            self.label_nfd()
-            self._nfd_done = True
+        if self.ctx.spec["nfd"] == "preinstalled":
+            return                  # labelled once at register()
+        self._prune()
+        if not self.nfd_running():
+            return
+        # nfd-worker reports the features of ITS node; nfd-master labels that node. A node the
+        # worker DaemonSet does not reach (untolerated taint, selector) gets no NFD labels.
+        workers = {p["spec"].get("nodeName") for p in self.ctx.running_pods(NFD_WORKER)}
+        todo = sorted(n for n in workers if n in self.facts and n not in self._labelled)
+        if todo:
+            self.label_nfd(todo)
+            self._labelled.update(todo)
+
+    def _prune(self):
+        """The subchart's post-delete Job runs `nfd-master -prune`: every NFD label goes."""
+        for pod in self.ctx.list("pods"):
+            uid = pod["metadata"].get("uid")
+            if uid in self._pruned or (pod.get("status") or {}).get("phase") != "Succeeded":
+                continue
+            c = next((c for c in pod["spec"].get("containers") or []
+                      if (c.get("command") or [""])[0].rsplit("/", 1)[-1] == NFD_MASTER), None)
+            if c is None or "-prune" not in (c.get("args") or []):
+                continue
+            self._pruned.add(uid)
+            for node in self.ctx.list("nodes"):
+                have = node["metadata"].get("labels") or {}
+                gone = {k: None for k in have if k.startswith(NFD_PREFIX)}
+                if gone:
+                    patch_labels(self.ctx.store, "nodes", None, node["metadata"]["name"], gone)
+            self._labelled.clear()

@@ -23,6 +23,8 @@ CLUSTERS = os.path.join(REPO, "tests", "clusters")
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 CP = "clusterpolicies.nvidia.com"
 OPERATOR_IMAGE = "nvcr.io/nvidia/gpu-operator:v26.7.0"
+CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+HELM = os.path.join(REPO, ".venv", "bin", "helm")
 # Faster than the cluster-file defaults: keeps the unit tests of the twins quick.
 FAST = {"pod_start": 0.01, "operand_start": 0.02, "driver_install": 0.02, "mig_reconfigure": 0.02,
         "image_pull_backoff": 0.05, "job_run": 0.01, "crash_backoff": 0.05}
@@ -36,6 +38,32 @@ def _crd_docs(path):
     with open(path, encoding="utf-8") as fh:
         return tuple(d for d in yaml.load_all(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
                      if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition")
+
+
+@functools.lru_cache(maxsize=None)
+def _chart_workloads():
+    """The operator Deployment, NFD master Deployment and NFD worker DaemonSet exactly as
+    `helm template` renders them from the real chart (release gpu-operator)."""
+    import subprocess
+    if not (os.path.exists(CHART) and os.path.exists(HELM)):
+        import pytest
+        pytest.skip("real chart %s or %s not found (../shared next to the repo?)" % (CHART, HELM))
+    out = subprocess.run([HELM, "template", "gpu-operator", CHART, "-n", "gpu-operator"],
+                         check=True, capture_output=True, text=True).stdout
+    docs = [d for d in yaml.safe_load_all(out) if isinstance(d, dict)]
+    return tuple(d for d in docs if d["kind"] in ("Deployment", "DaemonSet")
+                 and d["metadata"]["name"] in ("gpu-operator", "gpu-operator-node-feature-discovery-master",
+                                               "gpu-operator-node-feature-discovery-worker"))
+
+
+def chart_workloads(namespace, image=OPERATOR_IMAGE):
+    """Copies of the chart's workloads for `namespace`, the operator running `image`."""
+    objs = copy.deepcopy(list(_chart_workloads()))
+    for obj in objs:
+        obj["metadata"]["namespace"] = namespace
+        if obj["metadata"]["name"] == "gpu-operator":
+            obj["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    return objs
 
 
 def status_word(pod):
@@ -179,9 +207,8 @@ class TwinCluster:
             labels = {"pod-security.kubernetes.io/enforce": psa}
         self.namespace(ns, labels)
         self.ns = ns
-        self.store.create("deployments.apps", deployment(
-            "gpu-operator", ns, {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"},
-            image=image))
+        for obj in chart_workloads(ns, image):
+            self.store.create("deployments.apps" if obj["kind"] == "Deployment" else "daemonsets.apps", obj)
         return self.store.create(CP, cluster_policy(**cp_over))
 
     def patch_policy(self, spec_patch):
