@@ -17,6 +17,8 @@ OPERATOR_NS = "gpu-operator"
 # Six H100 nodes (one per scenario), one CPU node; gpu-h100-4 never leaves pending.
 CLUSTER_TEMPLATE = """\
 crds: [{crd}]
+# no NFD subchart here (the operator is created by hand): labels from the start
+nfd: preinstalled
 nodes:
   - {{name: gpu-h100-1, gpus: {{model: NVIDIA-H100-80GB-HBM3, count: 2, memory_mib: 81559, mig_capable: true}},
      host_driver: "550.54.15", host_toolkit: true}}
@@ -84,7 +86,9 @@ def install_operator(sim, strategy, timeout=30):
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpu-operator", "labels": app},
         "spec": {"replicas": 1, "selector": {"matchLabels": app}, "template": {
             "metadata": {"labels": app},
-            "spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0"}]}}}})
+            # the chart runs the operator binary by name (the simulator keys on it)
+            "spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0",
+                                     "command": ["gpu-operator"]}]}}}})
     custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
         "spec": {"operator": {}, "daemonsets": {}, "dcgm": {"enabled": False},
