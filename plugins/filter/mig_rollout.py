@@ -16,7 +16,6 @@ __metaclass__ = type
 import re
 from collections.abc import Mapping
 
-from ansible.errors import AnsibleFilterError
 
 # A mig-parted config name is a label value (nvidia.com/mig.config=<name>).
 PROFILE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -60,9 +59,9 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         if size < 1:
             raise ValueError(batch_size)
     except ValueError:
-        raise AnsibleFilterError(
+        return {"pools": {}, "profiles": {}, "batches": [], "errors": [
             "mig_batch_size must be a whole number of nodes >= 1 (the play's serial), got %r: set "
-            "mig_batch_size=1 to change one node at a time." % (batch_size,))
+            "mig_batch_size=1 to change one node at a time." % (batch_size,)]}
 
     def var(host, name):
         hv = hostvars[host] if host in hostvars else {}

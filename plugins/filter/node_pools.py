@@ -51,8 +51,15 @@ def check_label_prefix(prefix, field="node_prereqs_label_prefix"):
     return prefix
 
 
-def node_pool_taints(taints, prefix=DEFAULT_PREFIX, host=None):
-    """Validated pool taints with full keys (a key without '/' gets the prefix)."""
+def node_pool_taints(taints, prefix=DEFAULT_PREFIX, host=None, check_only=False):
+    """Validated pool taints with full keys (a key without '/' gets the prefix); with
+    check_only, the list of input errors instead (empty when fine)."""
+    if check_only:
+        try:
+            node_pool_taints(taints, prefix, host)
+        except AnsibleFilterError as exc:
+            return [str(exc)]
+        return []
     where = "node_prereqs_pool_taints%s" % (" of %s" % host if host else "")
     if taints is None:
         return []
