@@ -15,7 +15,7 @@ from test_mig_helpers import labels, mig_module
 PLAYBOOK = os.path.join(REPO, "playbooks", "mig.yml")
 NODES = ("gpu-h100-1", "gpu-h100-2", "gpu-h100-3", "gpu-h100-5")
 
-pytestmark, cluster = mig_module("mig-batches.yaml", "single")
+pytestmark, cluster = mig_module("mig-batches.yaml", "single", failing=["gpu-h100-6"])
 
 
 def inventory(tmp_path, cluster, host_vars=None):
@@ -71,3 +71,16 @@ def test_bad_batch_size_is_refused_before_any_change(cluster, tmp_path, batch_si
     msg = " ".join(res.failure_messages())
     assert expected in msg, msg
     assert profiles(cluster) == before and writes(cluster.stats()) == {}
+
+
+def test_failed_node_reports_what_earlier_batches_changed(cluster, tmp_path):
+    inv = write_inventory(tmp_path, cluster, pools={"pool_x": ["gpu-h100-3"], "pool_y": ["gpu-h100-6"]},
+                          pool_vars={"pool_x": {"mig_profile": "all-2g.20gb", "mig_allow_whole_pool": True},
+                                     "pool_y": {"mig_profile": "all-1g.10gb", "mig_allow_whole_pool": True,
+                                                "mig_timeout": 30}})
+    res = run_playbook(PLAYBOOK, cluster.env, inventory=inv, extra_vars={"mig_batch_size": 1})
+    assert res.rc != 0
+    msg = " ".join(res.failure_messages())
+    assert "MIG rollout stopped at gpu-h100-6 (profile all-1g.10gb)" in msg, msg
+    assert "Changed before: gpu-h100-3." in msg and "resumes with gpu-h100-6" in msg, msg
+    assert labels(cluster, "gpu-h100-3")["nvidia.com/mig.config"] == "all-2g.20gb"
