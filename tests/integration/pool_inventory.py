@@ -152,3 +152,9 @@ def writes(stats):
 
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def env_without_kubeconfig(sim):
+    """The simulator's environment without KUBECONFIG / K8S_AUTH_KUBECONFIG: the playbooks must
+    reach the cluster through the inventory's <role>_kubeconfig (module_defaults) alone."""
+    return dict((k, v) for k, v in sim.env.items() if k not in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"))

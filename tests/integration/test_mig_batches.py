@@ -9,7 +9,7 @@ import os
 import pytest
 
 from playbook import REPO, run_playbook
-from pool_inventory import write_inventory, writes
+from pool_inventory import env_without_kubeconfig, write_inventory, writes
 from test_mig_helpers import labels, mig_module
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "mig.yml")
@@ -52,7 +52,8 @@ def test_pool_settings_of_batch_1_hold_in_every_batch(cluster, tmp_path):
     """On main, batch 2 (gpu-h100-2, mig_allow_whole_pool false) re-ran the whole-pool check
     with its own value and failed after batch 1 had switched gpu-h100-1 to MIG."""
     inv = inventory(tmp_path, cluster)
-    res = run_playbook(PLAYBOOK, cluster.env, inventory=inv, extra_vars={"mig_batch_size": 1})
+    # cluster access from mig_kubeconfig alone (module_defaults), not the environment
+    res = run_playbook(PLAYBOOK, env_without_kubeconfig(cluster), inventory=inv, extra_vars={"mig_batch_size": 1})
     assert res.rc == 0, res
     assert profiles(cluster) == {"gpu-h100-1": "all-1g.10gb", "gpu-h100-2": "all-disabled",
                                  "gpu-h100-3": "all-3g.40gb", "gpu-h100-5": "all-3g.40gb"}
