@@ -21,9 +21,8 @@ def test_pool_setting_of_one_batch_does_not_leak_into_another():
 
 
 def test_whole_pool_batch_and_later_host_errors_all_reported():
-    hostvars = hv(pool_a={"a1": {"mig_profile": "all-1g.10gb"}, "a2": {"mig_profile": "all-1g.10gb",
-                                                                     "mig_timeout": "soon"}},
-                  pool_b={"b1": {"mig_profile": 7}})
+    a2 = {"mig_profile": "all-1g.10gb", "mig_timeout": "soon"}
+    hostvars = hv(pool_a={"a1": {"mig_profile": "all-1g.10gb"}, "a2": a2}, pool_b={"b1": {"mig_profile": 7}})
     errors = mig_rollout_plan(hostvars, ["a1", "a2", "b1"], 2, batch=["a1", "a2"], defaults=DEFAULTS)["errors"]
     assert "mig_timeout of a2 must be a number of seconds >= 1, got 'soon'" in errors
     assert any("mig_profile of b1 must be a mig-parted config name" in e for e in errors)

@@ -246,8 +246,8 @@ def test_diff_masks_credentials_and_marked_paths():
 
 
 def test_untolerated_nodes():
-    nodes = [{"metadata": {"name": "a"}, "spec": {"taints": [TAINT, {"key": "node.kubernetes.io/unschedulable",
-                                                                      "effect": "NoSchedule"}]}},
+    cordoned = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    nodes = [{"metadata": {"name": "a"}, "spec": {"taints": [TAINT, cordoned]}},
              {"metadata": {"name": "b"}, "spec": {"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}}]
     assert ov.untolerated_nodes(nodes, [], ["a", "b"]) == ["a (taint gpu.skaffon.io/workload=training:NoSchedule)"]
     assert ov.untolerated_nodes(nodes, [dict(TAINT, operator="Equal")], ["a", "b"]) == []
