@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters gpu_operator_values and gpu_operator_values_diff (docs in the .yml sidecars)."""
+"""Filters gpu_operator_values, gpu_operator_values_diff, gpu_operator_secret_strings and
+gpu_operator_untolerated (docs in the .yml sidecars)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,26 +13,48 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import (
     OperatorValuesError,
     operator_values,
+    scrub,
+    secret_strings,
+    untolerated_nodes,
     values_diff,
 )
 
 
 def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                         image_mirror=None, image_mirror_layout="path",
-                        image_pull_secrets=None, device_plugin_config=None):
+                        image_pull_secrets=None, device_plugin_config=None,
+                        values_overlay=None, pool_taints=None, check_only=False):
+    """The chart values; with check_only, the list of input errors instead (empty when fine),
+    so the role can show them from a task that does not print the values."""
     try:
-        return operator_values(
+        values = operator_values(
             plan, user_values=user_values, mig_strategy=mig_strategy,
             service_monitor=service_monitor, image_mirror=image_mirror,
             image_mirror_layout=image_mirror_layout or "path",
             image_pull_secrets=image_pull_secrets,
-            device_plugin_config=device_plugin_config)
+            device_plugin_config=device_plugin_config,
+            values_overlay=values_overlay, pool_taints=pool_taints)
     except OperatorValuesError as exc:
+        if check_only:
+            return [str(exc)]
         raise AnsibleFilterError(str(exc))
+    return [] if check_only else values
 
 
-def gpu_operator_values_diff(current, desired):
-    return values_diff(current, desired)
+def gpu_operator_values_diff(current, desired, secret_paths=None):
+    return values_diff(current, desired, secret_paths or ())
+
+
+def gpu_operator_secret_strings(values, secret_paths=None):
+    return secret_strings(values, secret_paths or ())
+
+
+def gpu_operator_scrub(text, secrets):
+    return scrub(text, secrets)
+
+
+def gpu_operator_untolerated(nodes, tolerations, expect):
+    return untolerated_nodes(nodes, tolerations, expect)
 
 
 class FilterModule(object):
@@ -39,4 +62,7 @@ class FilterModule(object):
         return {
             "gpu_operator_values": gpu_operator_values,
             "gpu_operator_values_diff": gpu_operator_values_diff,
+            "gpu_operator_secret_strings": gpu_operator_secret_strings,
+            "gpu_operator_scrub": gpu_operator_scrub,
+            "gpu_operator_untolerated": gpu_operator_untolerated,
         }

@@ -18,15 +18,18 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing 
 
 
 def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mixed_trust_values=None,
-                        allow_mixed_trust=False, gpu_nodes=None):
+                        allow_mixed_trust=False, gpu_nodes=None, check_only=False):
+    """The rendered configs; with check_only, the list of input errors instead (empty when fine)."""
     try:
         rendered = render(spec)
         if nodes is not None:
             rendered.update(check_trust(rendered, nodes, trust_label, mixed_trust_values or ["mixed"],
                                         allow_mixed_trust, gpu_nodes or ()))
-        return rendered
     except TimeSlicingError as exc:
+        if check_only:
+            return [str(exc)]
         raise AnsibleFilterError(str(exc))
+    return [] if check_only else rendered
 
 
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):

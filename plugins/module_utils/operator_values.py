@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import copy
 import difflib
+import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
     MIG_STRATEGIES,
@@ -82,6 +83,36 @@ KNOWN_TOP_LEVEL_KEYS = (
 
 MIRROR_LAYOUTS = ("path", "flat")
 
+# Chart defaults (values.yaml v26.7) of the two toleration lists that decide
+# where operands and the NFD worker run. Helm replaces lists, so setting either
+# key drops these defaults: they are kept explicitly.
+OPERAND_TOLERATIONS_PATH = ("daemonsets", "tolerations")
+NFD_WORKER_TOLERATIONS_PATH = (NFD_SUBCHART, "worker", "tolerations")
+CHART_DEFAULT_TOLERATIONS = {
+    OPERAND_TOLERATIONS_PATH: (
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ),
+    NFD_WORKER_TOLERATIONS_PATH: (
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ),
+}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# Chart value keys that are booleans: a quoted "no"/"false" there is a string
+# Helm passes on as is (the chart tests truthiness, so "false" is true).
+BOOL_KEY_NAMES = ("enabled", "upgradeCRD", "cleanupCRD", "create", "autoUpgrade",
+                  "usePrecompiled", "useOpenKernelModules", "renameByDefault",
+                  "failRequestsGreaterThanOne", "hostNetwork")
+BOOL_STRINGS = {"true": True, "yes": True, "on": True, "y": True, "1": True,
+                "false": False, "no": False, "off": False, "n": False, "0": False}
+
+# Chart values that look like credentials (masked in diffs): key names, env
+# var names, and user:password in URLs.
+SECRET_NAME_RE = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY)", re.I)
+URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<password>[^/@\s]+)@")
+MASK = "********"
+
 
 class OperatorValuesError(ValueError):
     """Bad input; the message names the field and the fix."""
@@ -126,11 +157,6 @@ def leaf_items(values, prefix=()):
     return items
 
 
-def leaf_paths(values):
-    """Every dotted key path to a leaf."""
-    return [".".join(path) for path, _value in leaf_items(values)]
-
-
 def _split_registry(repository):
     """('nvcr.io', 'nvidia/k8s') for 'nvcr.io/nvidia/k8s'; host '' when none."""
     first, _sep, rest = repository.partition("/")
@@ -173,9 +199,11 @@ def _validate_plan(plan):
                 "skaffon.gpu_platform.driver_plan" % (key, plan.get(key)))
 
 
-def _validate_user_values(user_values):
+def _validate_user_values(user_values, field="gpu_operator_values"):
     if not isinstance(user_values, dict):
-        raise OperatorValuesError("gpu_operator_values must be a dict of chart values")
+        raise OperatorValuesError(
+            "%s must be a mapping of chart values (YAML in group_vars, or -e '{\"driver\": {...}}' as JSON), "
+            "got %s %r" % (field, _kind(user_values), user_values))
     unknown = sorted(k for k in user_values if k not in KNOWN_TOP_LEVEL_KEYS)
     if unknown:
         hints = []
@@ -187,14 +215,107 @@ def _validate_user_values(user_values):
             "Helm would ignore them silently" % ", ".join(hints))
     secrets = user_values.get("imagePullSecrets")
     if secrets is not None:
-        _validate_secret_names(secrets, "gpu_operator_values.imagePullSecrets")
+        _validate_secret_names(secrets, field + ".imagePullSecrets")
+    for component in PULL_SECRET_COMPONENTS:
+        section = user_values.get(component)
+        if isinstance(section, dict) and section.get("imagePullSecrets") is not None:
+            _validate_secret_names(section["imagePullSecrets"], "%s.%s.imagePullSecrets" % (field, component))
+    for path, value in leaf_items(user_values):
+        if path[-1] in BOOL_KEY_NAMES or path[-1].endswith("Enabled"):
+            if isinstance(value, str):
+                hint = ("%s (unquoted)" % str(BOOL_STRINGS[value.lower()]).lower()
+                        if value.lower() in BOOL_STRINGS else "true or false")
+                raise OperatorValuesError(
+                    "%s.%s is the string %r; the chart wants a boolean there (a quoted string is passed to "
+                    "the ClusterPolicy as is). Write %s." % (field, ".".join(path), value, hint))
+    for path in (OPERAND_TOLERATIONS_PATH, NFD_WORKER_TOLERATIONS_PATH):
+        tolerations = get_path(user_values, path)
+        if tolerations is not None and (not isinstance(tolerations, list)
+                                        or not all(isinstance(t, dict) for t in tolerations)):
+            raise OperatorValuesError(
+                "%s.%s must be a list of Kubernetes tolerations ({key, operator, value, effect}), got %r"
+                % (field, ".".join(path), tolerations))
+
+
+def _kind(value):
+    if isinstance(value, str):
+        return "the string"
+    if isinstance(value, bool):
+        return "the boolean"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "a %s" % type(value).__name__
 
 
 def _validate_secret_names(secrets, field):
     if not isinstance(secrets, list) or not all(isinstance(s, str) and s for s in secrets):
+        objects = isinstance(secrets, list) and all(isinstance(s, dict) and "name" in s for s in secrets)
+        fix = ("write the names only: [%s]" % ", ".join(str(s["name"]) for s in secrets)
+               if objects else "e.g. [regcred]")
         raise OperatorValuesError(
-            "%s must be a list of Secret NAMES (strings) as the GPU Operator chart expects, "
-            "e.g. [regcred], not %r" % (field, secrets))
+            "%s must be a list of Secret NAMES (strings): the GPU Operator chart renders each item as a "
+            "name, so %r would reach the pods as %r. Fix: %s (or set gpu_operator_image_pull_secrets)."
+            % (field, secrets, "map[...]" if objects else secrets, fix))
+
+
+def as_bool(value, field):
+    """A boolean role input; accepts the strings `-e key=value` produces ("false", "no", ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in BOOL_STRINGS:
+        return BOOL_STRINGS[value.strip().lower()]
+    raise OperatorValuesError("%s must be true or false, got %r" % (field, value))
+
+
+def _check_plan_overrides(plan, values):
+    """driver/toolkit.enabled=false in user values while the plan needs the operator to install them."""
+    nodes = plan.get("nodes") or {}
+    for key, plan_key, what in (("driver", "operator_installs_driver", "driver"),
+                                ("toolkit", "operator_installs_toolkit", "container toolkit")):
+        if get_path(values, (key, "enabled"), True) is False and plan["%s_enabled" % key]:
+            needing = sorted(n for n, v in nodes.items() if v.get(plan_key))
+            raise OperatorValuesError(
+                "gpu_operator_values.%s.enabled=false, but the driver plan has the GPU Operator install the %s "
+                "on %s (no host %s there): those nodes would get no GPU. Remove the override, install the "
+                "%s on those hosts, or decide it in the plan (node_prereqs_%s_enabled / driver_plan %s_enabled)."
+                % (key, what, ", ".join(needing) or "the GPU nodes", what, what, key, key))
+
+
+def tolerates(tolerations, taint):
+    """Kubernetes toleration matching (k8s.io/api core/v1 toleration.go ToleratesTaint)."""
+    for tol in tolerations or ():
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        operator = tol.get("operator") or "Equal"
+        key = tol.get("key") or ""
+        if not key and operator == "Exists":
+            return True
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists" or (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def pool_tolerations(base, taints):
+    """`base` plus one Equal toleration for every pool taint base does not tolerate yet."""
+    result = [dict(t) for t in base]
+    for taint in taints or ():
+        if not tolerates(result, taint):
+            tol = {"key": taint["key"], "operator": "Equal", "value": taint.get("value") or "",
+                   "effect": taint["effect"]}
+            result.append(tol)
+    return result
+
+
+def _validate_taints(taints):
+    if not isinstance(taints, (list, tuple)):
+        raise OperatorValuesError("pool taints must be a list of {key, value, effect}, got %r" % (taints,))
+    for taint in taints:
+        if not isinstance(taint, dict) or not taint.get("key") or taint.get("effect") not in TAINT_EFFECTS:
+            raise OperatorValuesError(
+                "pool taint %r needs a key and an effect among %s" % (taint, ", ".join(TAINT_EFFECTS)))
 
 
 def check_driver_crd(values):
@@ -212,12 +333,20 @@ def check_driver_crd(values):
 
 def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                     image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
-                    device_plugin_config=None):
+                    device_plugin_config=None, values_overlay=None, pool_taints=None):
     """Compute the chart values. Precedence: plan < computed settings < user values
-    (an explicit user value is an override); the result is then checked."""
+    (an explicit user value is an override); the result is then checked.
+
+    pool_taints: taints the collection puts on GPU pools (node_prereqs_pool_taints);
+    operands and the NFD worker must tolerate them or they never run there, while
+    the ClusterPolicy still says ready. They are added to the chart's (or the
+    user's) toleration lists, never replace them."""
     _validate_plan(plan)
-    user_values = user_values or {}
+    user_values = {} if user_values is None else user_values
     _validate_user_values(user_values)
+    if values_overlay:
+        _validate_user_values(values_overlay, "gpu_operator_values_overlay")
+        user_values = deep_merge(user_values, values_overlay)
 
     values = {
         "driver": {"enabled": plan["driver_enabled"]},
@@ -234,9 +363,7 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
                 % (", ".join(MIG_STRATEGIES), mig_strategy))
         values["mig"] = {"strategy": mig_strategy}
     if service_monitor is not None:
-        if not isinstance(service_monitor, bool):
-            raise OperatorValuesError(
-                "gpu_operator_service_monitor must be true or false, got %r" % (service_monitor,))
+        service_monitor = as_bool(service_monitor, "gpu_operator_service_monitor")
         values["dcgmExporter"] = {"serviceMonitor": {"enabled": service_monitor}}
     if device_plugin_config:
         name = device_plugin_config.get("name")
@@ -248,6 +375,12 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
 
     values = deep_merge(values, user_values)
     check_driver_crd(values)
+    _check_plan_overrides(plan, values)
+    if pool_taints:
+        _validate_taints(pool_taints)
+        for path, default in CHART_DEFAULT_TOLERATIONS.items():
+            base = get_path(user_values, path)
+            set_path(values, path, pool_tolerations(default if base is None else base, pool_taints))
 
     if image_mirror:
         apply_mirror(values, image_mirror, image_mirror_layout)
@@ -290,12 +423,103 @@ def apply_pull_secrets(values, secrets):
     return values
 
 
-def values_diff(current, desired):
-    """Changed leaves between two values dicts: {dotted path: {before, after}}."""
+def _mask_url(text):
+    return URL_USERINFO_RE.sub(lambda m: "%s%s:%s@" % (m.group("scheme"), m.group("user"), MASK), text)
+
+
+def mask_secrets(value, secret_paths=(), path=()):
+    """`value` with credential-looking parts replaced by MASK: keys and env var
+    names like *PASSWORD*/*TOKEN*/*SECRET*, user:password in URLs, and the
+    dotted paths listed in secret_paths (gpu_operator_secret_values)."""
+    if ".".join(path) in secret_paths and value is not None:
+        return MASK
+    if (path and SECRET_NAME_RE.search(path[-1]) and not isinstance(value, (dict, list, tuple))
+            and value not in (None, "")):
+        return MASK
+    if isinstance(value, dict):
+        named = value.get("name")
+        out = {}
+        for key, item in value.items():
+            if isinstance(key, str) and SECRET_NAME_RE.search(key) and not isinstance(item, (dict, list)):
+                out[key] = MASK if item not in (None, "") else item
+            elif key == "value" and isinstance(named, str) and SECRET_NAME_RE.search(named):
+                out[key] = MASK if item not in (None, "") else item  # env: [{name: X_PASSWORD, value: ...}]
+            else:
+                out[key] = mask_secrets(item, secret_paths, path + (str(key),))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [mask_secrets(item, secret_paths, path) for item in value]
+    if isinstance(value, str):
+        return _mask_url(value)
+    return value
+
+
+def secret_strings(value, secret_paths=()):
+    """The clear-text strings mask_secrets hides (to scrub them from error text)."""
+    found = []
+
+    def walk(clear, masked):
+        if isinstance(clear, dict) and isinstance(masked, dict):
+            for key in clear:
+                walk(clear[key], masked.get(key))
+        elif isinstance(clear, (list, tuple)) and isinstance(masked, list):
+            for a, b in zip(clear, masked):
+                walk(a, b)
+        elif clear != masked and clear not in (None, ""):
+            if isinstance(clear, str) and masked != MASK:
+                found.extend(m.group("password") for m in URL_USERINFO_RE.finditer(clear))
+            else:
+                found.append(str(clear))
+    walk(value, mask_secrets(value, secret_paths))
+    return sorted(set(s for s in found if len(s) >= 3), key=len, reverse=True)
+
+
+def scrub(text, secrets):
+    """text with every secret string replaced by MASK."""
+    text = _mask_url(str(text))
+    for secret in secrets or ():
+        text = text.replace(secret, MASK)
+    return text
+
+
+def values_diff(current, desired, secret_paths=()):
+    """Changed leaves between two values dicts: {dotted path: {before, after}},
+    credentials masked (a masked value that changed reads "******** (changed)")."""
     before = dict(leaf_items(current or {}))
     after = dict(leaf_items(desired or {}))
     changes = {}
     for path in sorted(set(before) | set(after)):
         if before.get(path) != after.get(path):
-            changes[".".join(path)] = {"before": before.get(path), "after": after.get(path)}
+            old = mask_secrets(before.get(path), secret_paths, path)
+            new = mask_secrets(after.get(path), secret_paths, path)
+            if old == new:
+                new = "%s (changed)" % MASK
+            changes[".".join(path)] = {"before": old, "after": new}
     return changes
+
+
+# Tolerations the DaemonSet controller adds to every DaemonSet pod
+# (pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations).
+DAEMONSET_AUTO_TOLERATIONS = tuple(
+    {"key": "node.kubernetes.io/" + key, "operator": "Exists", "effect": effect}
+    for key, effect in (("not-ready", "NoExecute"), ("unreachable", "NoExecute"),
+                        ("disk-pressure", "NoSchedule"), ("memory-pressure", "NoSchedule"),
+                        ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule"),
+                        ("network-unavailable", "NoSchedule")))
+
+
+def untolerated_nodes(nodes, tolerations, expect):
+    """'node (taint key=value:Effect)' for every expected node with a NoSchedule/NoExecute
+    taint the operand DaemonSets do not tolerate: no operand pod would run there."""
+    allowed = list(tolerations or ()) + list(DAEMONSET_AUTO_TOLERATIONS)
+    wanted = set(expect or ())
+    lines = []
+    for node in nodes or ():
+        name = (node.get("metadata") or {}).get("name")
+        if name not in wanted:
+            continue
+        for taint in (node.get("spec") or {}).get("taints") or ():
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(allowed, taint):
+                lines.append("%s (taint %s=%s:%s)" % (name, taint.get("key"), taint.get("value") or "",
+                                                      taint.get("effect")))
+    return lines

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import hashlib
 import json
 import re
@@ -209,8 +210,24 @@ def stale_labels(rendered, cluster_nodes):
                   and n["metadata"]["name"] not in rendered["nodes"])
 
 
+def check_nodes_exist(rendered, cluster_nodes):
+    """Refuse `nodes` entries naming no node of the cluster: the role owns the selection label,
+    so a typo would silently take the label (and the config) off the node that was meant."""
+    known = sorted((n.get("metadata") or {}).get("name") for n in cluster_nodes)
+    unknown = sorted(n for n in rendered["nodes"] if n not in known)
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1)
+            hints.append("%s (did you mean %s?)" % (name, close[0]) if close else name)
+        raise TimeSlicingError(
+            "gpu_operator_time_slicing.nodes names %s, not a node of the cluster; known nodes: %s. Use the "
+            "Kubernetes node names (kubectl get nodes). Nothing was changed." % (", ".join(hints), ", ".join(known)))
+
+
 def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_trust=False, gpu_nodes=()):
-    """Refuse time-slicing where tenants of different trust share GPUs."""
+    """Refuse unknown nodes, and time-slicing where tenants of different trust share GPUs."""
+    check_nodes_exist(rendered, cluster_nodes)
     placed = placement(rendered, cluster_nodes, gpu_nodes)
     offenders = []
     for node in cluster_nodes:

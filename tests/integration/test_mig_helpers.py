@@ -17,6 +17,8 @@ OPERATOR_NS = "gpu-operator"
 # Six H100 nodes (one per scenario), one CPU node; gpu-h100-4 never leaves pending.
 CLUSTER_TEMPLATE = """\
 crds: [{crd}]
+# no NFD subchart here (the operator is created by hand): labels from the start
+nfd: preinstalled
 nodes:
   - {{name: gpu-h100-1, gpus: {{model: NVIDIA-H100-80GB-HBM3, count: 2, memory_mib: 81559, mig_capable: true}},
      host_driver: "550.54.15", host_toolkit: true}}

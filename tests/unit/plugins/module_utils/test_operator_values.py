@@ -1,5 +1,6 @@
 """operator_values against the REAL upstream GPU Operator values.yaml keys."""
 import os
+import re
 
 import pytest
 import yaml
@@ -189,3 +190,64 @@ def test_values_diff():
     assert diff == {"driver.enabled": {"before": True, "after": False},
                     "psa.enabled": {"before": None, "after": True}}
     assert ov.values_diff({"a": {"b": 1}}, {"a": {"b": 1}}) == {}
+
+
+# --- issue 11: pool taints, bad inputs, secrets ------------------------------------------------
+
+PLAN11 = {"driver_enabled": True, "toolkit_enabled": True, "node_labels": {}, "warnings": [], "errors": [],
+          "nodes": {"gpu-a": {"operator_installs_driver": True, "operator_installs_toolkit": True}}}
+TAINT = {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}
+
+
+def test_pool_taints_added_to_chart_default_tolerations_of_operands_and_nfd_worker():
+    values = ov.operator_values(PLAN11, pool_taints=[TAINT, {"key": "nvidia.com/gpu", "value": "present",
+                                                             "effect": "NoSchedule"}])
+    assert values["daemonsets"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, dict(TAINT, operator="Equal")]
+    nfd = values["node-feature-discovery"]["worker"]["tolerations"]
+    assert nfd[-1] == dict(TAINT, operator="Equal") and len(nfd) == 3
+
+
+def test_user_tolerations_kept_and_extended():
+    user = {"daemonsets": {"tolerations": [{"operator": "Exists"}]}}
+    assert ov.operator_values(PLAN11, user_values=user, pool_taints=[TAINT])["daemonsets"]["tolerations"] == [
+        {"operator": "Exists"}]  # tolerates everything already
+
+
+@pytest.mark.parametrize("user,expected", [
+    ({"operator": {"imagePullSecrets": [{"name": "regcred"}]}}, "write the names only: [regcred]"),
+    ({"driver": {"enabled": False}}, "driver plan has the GPU Operator install the driver on gpu-a"),
+    ({"toolkit": {"enabled": "no"}}, "is the string 'no'"),
+    ({"daemonsets": {"tolerations": {"key": "x"}}}, "must be a list of Kubernetes tolerations"),
+])
+def test_bad_user_values(user, expected):
+    with pytest.raises(ov.OperatorValuesError, match=re.escape(expected)):
+        ov.operator_values(PLAN11, user_values=user)
+
+
+def test_values_not_a_mapping_and_service_monitor_string():
+    with pytest.raises(ov.OperatorValuesError, match="gpu_operator_values must be a mapping"):
+        ov.operator_values(PLAN11, user_values="driver.enabled=false")
+    assert ov.operator_values(PLAN11, service_monitor="false")["dcgmExporter"]["serviceMonitor"]["enabled"] is False
+
+
+def test_diff_masks_credentials_and_marked_paths():
+    before = {"operator": {"env": [{"name": "HTTPS_PROXY_PASSWORD", "value": "old"}]}}
+    after = {"operator": {"env": [{"name": "HTTPS_PROXY_PASSWORD", "value": "new"}],
+                          "annotations": {"k": "v1-secret"}},
+             "driver": {"repoConfig": {"url": "https://u:pw@h/x"}}}
+    diff = ov.values_diff(before, after, secret_paths=("operator.annotations.k",))
+    assert diff["operator.env"]["after"] == "******** (changed)"  # both sides mask to the same
+    assert diff["operator.annotations.k"]["after"] == "********"
+    assert diff["driver.repoConfig.url"]["after"] == "https://u:********@h/x"
+    assert "old" not in str(diff) and "new" not in str(diff) and ":pw@" not in str(diff)
+    assert set(ov.secret_strings(after, ("operator.annotations.k",))) == {"new", "v1-secret"}
+    assert ov.scrub("error: new and https://u:pw@h", ["new"]) == "error: ******** and https://u:********@h"
+
+
+def test_untolerated_nodes():
+    cordoned = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    nodes = [{"metadata": {"name": "a"}, "spec": {"taints": [TAINT, cordoned]}},
+             {"metadata": {"name": "b"}, "spec": {"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}}]
+    assert ov.untolerated_nodes(nodes, [], ["a", "b"]) == ["a (taint gpu.skaffon.io/workload=training:NoSchedule)"]
+    assert ov.untolerated_nodes(nodes, [dict(TAINT, operator="Equal")], ["a", "b"]) == []
