@@ -7,3 +7,5 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule  # noqa: F401
+
+__all__ = ["ActionModule"]

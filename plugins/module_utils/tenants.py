@@ -313,8 +313,8 @@ def _check_network(problems, team, network, settings):
                 _unknown(problems, team, field, item, PEER_NS_KEYS)
             if not is_dns_label(spec.get("namespace")):
                 problems.add(team, field, item, "namespace must be a DNS-1123 label (lowercase letters, digits, '-')")
-            _check_labels(problems, team, field + ".pod_labels", _mapping(problems, team, field + ".pod_labels",
-                                                                           spec.get("pod_labels")))
+            pod_labels = _mapping(problems, team, field + ".pod_labels", spec.get("pod_labels"))
+            _check_labels(problems, team, field + ".pod_labels", pod_labels)
             _check_ports(problems, team, field + ".ports", spec.get("ports"))
 
 
@@ -325,8 +325,8 @@ def _check_labels(problems, team, field, labels, reserved=()):
         prefix = key.split("/", 1)[0] if isinstance(key, str) and "/" in key else None
         if not isinstance(key, str) or len(name) > 63 or not _LABEL_NAME.match(name) or (
                 prefix is not None and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
-            problems.add(team, "%s.%s" % (field, key), value, "not a valid label key ([prefix/]name, name at most "
-                                                                "63 characters)")
+            problems.add(team, "%s.%s" % (field, key), value,
+                         "not a valid label key ([prefix/]name, name at most 63 characters)")
             continue
         if key in reserved or key.startswith(upstream.PSA_LABEL_PREFIX):
             problems.add(team, "%s.%s" % (field, key), value,
@@ -334,8 +334,8 @@ def _check_labels(problems, team, field, labels, reserved=()):
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)) or len(str(value)) > 63 or \
                 not _LABEL_VALUE.match(str(value)):
-            problems.add(team, "%s.%s" % (field, key), value, "a label value is at most 63 letters, digits, '-', "
-                                                                "'_', '.' (quote numbers: \"4711\")")
+            problems.add(team, "%s.%s" % (field, key), value,
+                         "a label value is at most 63 letters, digits, '-', '_', '.' (quote numbers: \"4711\")")
 
 
 def _check_role_bindings(problems, team, bindings):
@@ -512,7 +512,7 @@ def _subjects(groups=(), users=(), service_accounts=(), namespace=None):
     subjects = [{"kind": upstream.SUBJECT_GROUP, "apiGroup": upstream.RBAC_API_GROUP, "name": g} for g in groups]
     subjects += [{"kind": upstream.SUBJECT_USER, "apiGroup": upstream.RBAC_API_GROUP, "name": u} for u in users]
     for sa in service_accounts:
-        ns, _, name = sa.rpartition("/")
+        ns, dummy, name = sa.rpartition("/")
         subjects.append({"kind": upstream.SUBJECT_SERVICE_ACCOUNT, "name": name, "namespace": ns or namespace})
     return subjects
 
@@ -568,7 +568,7 @@ def render_team(entry, settings):
                     "podSelector": {"matchLabels": dict(settings["dns_pod_labels"])}}
         objects.append(_policy(NP_DNS, team, labels, [upstream.NETPOL_EGRESS], egress=[_rule(
             [dns_peer], [{"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_UDP},
-                       {"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_TCP}])]))
+                         {"port": upstream.DNS_PORT, "protocol": upstream.PROTOCOL_TCP}])]))
     ingress = [_namespace_rule(spec) for spec in network.get("ingress_from_namespaces") or []]
     if ingress:
         objects.append(_policy(NP_INGRESS, team, labels, [upstream.NETPOL_INGRESS], ingress=ingress))

@@ -215,7 +215,7 @@ class TenantsApply(object):
         if self.params.get("cluster_gpus") is not None:
             facts["gpus"] = int(self.params["cluster_gpus"])
         elif tenants.needs_gpu_count(teams) and not self.settings["allow_overcommit"]:
-            nodes, _ = self.kube.list("v1", "Node")
+            nodes, dummy = self.kube.list("v1", "Node")
             self._count("LIST")
             total = 0
             for node in nodes:
@@ -253,7 +253,7 @@ class TenantsApply(object):
         live = {}
         for kind, api_version in tenants.KINDS:
             selector = None if kind == "Namespace" else SELECTOR
-            items, _ = self.kube.list(api_version, kind, label_selector=selector)
+            items, dummy = self.kube.list(api_version, kind, label_selector=selector)
             self._count("LIST")
             for item in items:
                 item.setdefault("kind", kind)
@@ -333,7 +333,7 @@ class TenantsApply(object):
 
     def _run_batch(self, batch, errors, failed_namespaces):
         def one(item):
-            action, desired, current, patch, _ = item
+            action, desired, current, patch = item[:4]
             obj = desired or current
             if obj["metadata"].get("namespace") in failed_namespaces:
                 return item, "skipped: its namespace could not be written"
@@ -369,7 +369,7 @@ class TenantsApply(object):
                 entry["reason"] = "not in tenants_list; set tenants_prune: true to delete it"
                 report.append(entry)
                 continue
-            pods, _ = self.kube.list("v1", "Pod", namespace=team)
+            pods, dummy = self.kube.list("v1", "Pod", namespace=team)
             self._count("LIST")
             active = sorted(p["metadata"]["name"] for p in pods
                             if (p.get("status") or {}).get("phase") not in upstream.POD_DONE_PHASES)
@@ -419,11 +419,11 @@ class TenantsApply(object):
         return self.result(teams, done, pruned, errors)
 
     def result(self, teams, done, pruned, errors):
-        summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}) for kind, _ in tenants.KINDS)
+        summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}) for kind, dummy in tenants.KINDS)
         changes, drift, diffs = [], [], []
         word = {"create": "created", "update": "updated", "replace": "updated", "delete": "deleted",
                 "unchanged": "unchanged"}
-        for action, desired, current, _, fields in done:
+        for action, desired, current, dummy, fields in done:
             obj = desired or current
             summary[obj["kind"]][word[action]] += 1
             if action == "unchanged":

@@ -118,8 +118,8 @@ def test_extras_egress_to_namespaces_ports_and_role_bindings():
      "strict subset"),
     ([{"name": "a", "network": {"ingress_from_namespaces": [{"namespace": "m", "ports": [70000]}]}}],
      "between 1 and 65535"),
-    ([{"name": "a", "network": {"ingress_from_namespaces": [{"namespace": "m", "ports": [{"port": "metrics",
-                                                                                           "end_port": 90}]}]}}],
+    ([{"name": "a", "network": {"ingress_from_namespaces": [
+        {"namespace": "m", "ports": [{"port": "metrics", "end_port": 90}]}]}}],
      "end_port needs a numeric port"),
     ([{"name": "a", "labels": {"app.kubernetes.io/managed-by": "me"}}], "set by the role itself"),
     ([{"name": "a", "labels": {"cost-center": 4711.5}}], "label value"),
@@ -180,7 +180,7 @@ def test_dropped_label_removed_foreign_label_kept():
     live = by_name(tenants.render_team(old, SETTINGS))["Namespace/team-a"]
     live["metadata"]["labels"]["istio-injection"] = "enabled"
     desired = by_name(tenants.render_team(ISSUE_TEAM, SETTINGS))["Namespace/team-a"]
-    patch, fields, _ = plan_update(desired, live)
+    patch, fields, dummy = plan_update(desired, live)
     assert patch["metadata"]["labels"] == {"tier": None}
     assert "istio-injection" not in patch["metadata"]["labels"]
 
@@ -216,7 +216,7 @@ class FakeKube(object):
         items = [json.loads(json.dumps(o)) for k, o in self.objects.items() if k[0] == kind
                  and (namespace is None or k[1] == namespace)]
         if label_selector:
-            key, _, value = label_selector.partition("=")
+            key, dummy, value = label_selector.partition("=")
             items = [o for o in items if (o["metadata"].get("labels") or {}).get(key) == value]
         return items, "1"
 
