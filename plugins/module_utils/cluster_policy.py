@@ -267,8 +267,8 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
                         CLUSTER_POLICY_KIND))
     elif operator_pending:
         lines.append("operator Deployment %s not rolled out (%s): the %s status still comes from "
-                     "the previous operator and cannot be trusted" % (operator_pending[0], operator_pending[1],
-                                                                       CLUSTER_POLICY_KIND))
+                     "the previous operator and cannot be trusted"
+                     % (operator_pending[0], operator_pending[1], CLUSTER_POLICY_KIND))
     ds_info = []
     for ds in daemonsets:
         st = ds.get("status") or {}

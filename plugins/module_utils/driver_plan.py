@@ -25,6 +25,7 @@ FACTS_KEY = "gpu_node"
 class DriverPlanError(ValueError):
     """A wrong input of the plan (the filter raises it as AnsibleFilterError)."""
 
+
 # Issue codes the node_prereqs role itself repairs (it may run while they hold).
 HOST_FIXABLE = ("nouveau_loaded", "kernel_headers_missing")
 
@@ -117,7 +118,7 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
             entries.append((item["node"], item))
     else:
         raise DriverPlanError("driver_plan: expected a mapping of host -> facts (hostvars) or a list, got %s"
-                                 % type(hosts).__name__)
+                              % type(hosts).__name__)
 
     issues = []
     nodes = {}

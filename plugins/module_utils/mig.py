@@ -17,7 +17,12 @@ __metaclass__ = type
 
 import re
 
-import yaml  # ansible-core requires PyYAML: no fallback needed
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with kubernetes.core
+    HAS_YAML = False
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
 
@@ -209,6 +214,8 @@ def _config_text_from(doc):
 
 
 def load_yaml(text):
+    if not HAS_YAML:  # pragma: no cover
+        raise MigError("PyYAML is required to read a mig-parted config")
     return yaml.safe_load(text)
 
 

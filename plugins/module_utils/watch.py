@@ -101,8 +101,7 @@ class ObjectWatch(object):
     def events(self, deadline):
         """(type, object dict) of every change until the clock reaches `deadline`."""
         if self.resource_version is None:
-            for event in self._relist():
-                yield event
+            yield from self._relist()
         backoff, down_since = 0.5, None
         while True:
             remaining = deadline - self.clock()
@@ -134,8 +133,7 @@ class ObjectWatch(object):
             except Exception as exc:  # every client failure: translated, then resumed or raised
                 err = self.kube.error(exc, "WATCH", self.kind, self.name, self.namespace)
                 if err.status == 410:
-                    for event in self._relist():
-                        yield event
+                    yield from self._relist()
                     continue
                 if not _transient(err):
                     raise err
@@ -155,4 +153,3 @@ class ObjectWatch(object):
 
 def _transient(err):
     return err.status is None or err.status == 429 or err.status >= 500
-

@@ -355,7 +355,7 @@ def test_wait_nodes_watches_until_every_expected_node_offers_gpus():
     w = waiter(res, W, clock, expect_nodes=["gpu-1", "gpu-2"])
     assert w.wait_nodes(clock.now + 30) is True and w.node_reasons == {}
     clock2 = Clock()
-    W2, _ = make_watch([], clock2)
+    W2 = make_watch([], clock2)[0]
     w2 = waiter(FakeResource([FakeList([gpu_node("gpu-1")], "3")]), W2, clock2, expect_nodes=["gpu-1", "gpu-3"])
     assert w2.wait_nodes(10) is False and sorted(w2.node_reasons) == ["gpu-1", "gpu-3"]
 

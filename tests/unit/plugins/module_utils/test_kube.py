@@ -57,7 +57,7 @@ def kube(outcomes, sleeps):
 
 def test_forbidden_names_verb_object_and_rbac_verb():
     sleeps = []
-    k, _res = kube([FakeApiException(403, "Forbidden", 'nodes "gpu-1" is forbidden')], sleeps)
+    k = kube([FakeApiException(403, "Forbidden", 'nodes "gpu-1" is forbidden')], sleeps)[0]
     with pytest.raises(ApiError) as err:
         k.patch("v1", "Node", "gpu-1", {"metadata": {}})
     text = str(err.value)
@@ -93,9 +93,9 @@ def test_write_5xx_is_not_retried():
 
 def test_get_404_is_none_and_lost_connection_names_the_url():
     sleeps = []
-    k, _res = kube([FakeApiException(404, "Not Found", "not found")], sleeps)
+    k = kube([FakeApiException(404, "Not Found", "not found")], sleeps)[0]
     assert k.get("v1", "Node", "x") is None
-    k, _res = kube([ConnectionResetError("Connection reset by peer")] * 50, sleeps)
+    k = kube([ConnectionResetError("Connection reset by peer")] * 50, sleeps)[0]
     with pytest.raises(ApiError) as err:
         k.get("v1", "Node", "x")
     assert err.value.status is None

@@ -125,17 +125,17 @@ def test_failure_classes(name, code, needle):
 
 def test_nvml_unknown_error_is_a_runtime_cgroup_case_only_in_a_container():
     text = fixture("nvidia-smi__nvml-unknown-error__in-container.txt")
-    code, reason, _ = nf.classify_smi_error(255, text, in_container=True)
+    code, reason = nf.classify_smi_error(255, text, in_container=True)[:2]
     assert code == "nvml_container_cgroup" and reason.startswith("runtime/cgroup: Failed to initialize NVML")
     assert nf.classify_smi_error(255, text)[0] == "nvidia_smi_failed"
 
 
 def test_xid_in_the_kernel_log_makes_it_a_hardware_case():
-    code, reason, _ = nf.classify_smi_error(255, "Segmentation fault", kernel_log=fixture("dmesg__xid-79.txt"))
+    code, reason = nf.classify_smi_error(255, "Segmentation fault", kernel_log=fixture("dmesg__xid-79.txt"))[:2]
     assert code == "gpu_xid"
     assert reason.endswith("the kernel log has Xid 79 on 0000:44:00: GPU has fallen off the bus")
-    code, reason, _ = nf.classify_smi_error(15, fixture("nvidia-smi__gpu-is-lost.txt"),
-                                            kernel_log=fixture("dmesg__xid-79.txt"))
+    code, reason = nf.classify_smi_error(15, fixture("nvidia-smi__gpu-is-lost.txt"),
+                                         kernel_log=fixture("dmesg__xid-79.txt"))[:2]
     assert code == "gpu_lost" and "kernel log: Xid 79" in reason
 
 
@@ -173,8 +173,8 @@ def test_nvidia_software_without_an_nvidia_pci_device_is_not_a_gpu_host(tmp_path
 
 
 def test_broken_gpu_host_keeps_blocking_with_the_fix():
-    broken = {"gpu_host": True, "gpu_count": 1, "driver": {"state": "broken", "reason_code": "gpu_lost",
-                                                            "reason": "hardware: GPU is lost"},
+    broken = {"gpu_host": True, "gpu_count": 1,
+              "driver": {"state": "broken", "reason_code": "gpu_lost", "reason": "hardware: GPU is lost"},
               "toolkit": {"state": "none"}, "container_runtime": {}, "kernel": {"headers_installed": True}}
     plan = dp.driver_plan({"gpu-1": {"ansible_facts": {"gpu_node": broken}}})
     assert plan["blocking_errors"] and "reboot the node to recover the GPU" in plan["blocking_errors"][0]
