@@ -122,3 +122,9 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Platform design (filter platform_design) -----------------------------------------
 # (names added by the design work go here)
+
+
+# --- Acceptance checks (roles/acceptance) -----------------------------------------------
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "skaffon.gpu_platform"
+LABEL_ACCEPTANCE = "gpu.skaffon.io/acceptance-check"  # ours: marks test pods for cleanup
