@@ -131,3 +131,13 @@ def mirror_pairs(upstream_images, mirrored_images):
         for dest in dests or [None]:
             pairs[(item["image"], dest)] = {"source": item["image"], "destination": dest}
     return [pairs[k] for k in sorted(pairs, key=lambda k: (k[0], k[1] or ""))]
+
+
+def mirror_image(image, mirror=None, layout="path"):
+    """The reference of one upstream image under the mirror, rewritten the way the operator values are."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import mirror_repository
+
+    if not mirror:
+        return image
+    repository, _sep, name = image.rpartition("/")
+    return "%s/%s" % (mirror_repository(repository, mirror, layout), name)
