@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters gitops_files and tenants_objects (docs in their .yml files)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export
+
+
+def gitops_files(settings, releases=None, layers=None, nodes=None):
+    if not settings.get("repo_url"):
+        raise AnsibleFilterError("gitops_repo_url must name the Git repository Argo CD reads the export from "
+                                 "(for example https://git.example/platform/gpu-gitops.git)")
+    return export(settings, releases or {}, layers or {},
+                  dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
+
+
+def tenants_objects(teams, settings=None):
+    """The objects roles/tenants applies for tenants_list, validated the same way (without the cluster checks)."""
+    merged = tenants.default_settings(**(settings or {}))
+    problems = tenants.validate(teams or [], merged)
+    if problems:
+        raise AnsibleFilterError("tenants_list cannot be exported: " + "; ".join(problems))
+    return tenants.render_all(teams or [], merged)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gitops_files": gitops_files, "tenants_objects": tenants_objects}
