@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters gitops_files and tenants_objects (docs in their .yml files)."""
+"""Filters gitops_files, gitops_platform_objects and tenants_objects (docs in their .yml files)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +10,8 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, platform_objects
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
 
 
 def gitops_files(settings, releases=None, layers=None, nodes=None):
@@ -30,6 +31,14 @@ def tenants_objects(teams, settings=None):
     return tenants.render_all(teams or [], merged)
 
 
+def gitops_platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
+    try:
+        return platform_objects(operator_namespace, psa_version, time_slicing)
+    except TimeSlicingError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"gitops_files": gitops_files, "tenants_objects": tenants_objects}
+        return {"gitops_files": gitops_files, "tenants_objects": tenants_objects,
+                "gitops_platform_objects": gitops_platform_objects}

@@ -97,6 +97,24 @@ def node_patch(name, labels, taints):
     return doc
 
 
+def platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
+    """The operator namespace (Pod Security privileged, as roles/gpu_operator labels it) and the
+    time-slicing ConfigMap the chart is pointed at (devicePlugin.config.create=false)."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import render
+
+    labels = {}
+    for mode in upstream.PSA_MODES:
+        labels[upstream.PSA_LABEL_PREFIX + mode] = "privileged"
+        labels[upstream.PSA_LABEL_PREFIX + mode + upstream.PSA_VERSION_SUFFIX] = psa_version
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": operator_namespace, "labels": labels}}]
+    if time_slicing:
+        rendered = render(time_slicing)
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": rendered["configmap"], "namespace": operator_namespace},
+                        "data": rendered["data"]})
+    return objects
+
+
 def export(settings, releases, layers, nodes=None):
     """{relative path: text}. releases: {layer: chart dict}; layers: {layer: [objects]}; nodes: {name: (labels, taints)}."""
     base = settings.get("path", "").strip("/")
