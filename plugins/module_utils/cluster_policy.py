@@ -18,6 +18,7 @@ import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.waiter import deployment_ready
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import as_kube
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
     CLUSTER_POLICY_API_VERSION,
     CLUSTER_POLICY_CRD,
@@ -332,7 +333,7 @@ class ClusterPolicyWaiter(object):
 
     def __init__(self, kube, name, accept_reasons=(REASON_RECONCILED,), watch_factory=None,
                  clock=time.monotonic, operator_namespace=None, check_operator=False, expect_nodes=()):
-        self.kube = kube
+        self.kube = as_kube(kube)
         self.name = name
         self.operator_namespace = operator_namespace
         self.check_operator = check_operator

@@ -20,8 +20,11 @@ import time
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import STATUS_HINTS, ApiError
 
 try:
+    from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 except ImportError:  # pragma: no cover - AnsibleK8SModule reports the missing library
+    DynamicClient = None
+
     class ResourceNotFoundError(Exception):
         pass
 
@@ -29,6 +32,8 @@ DRY_RUN_ALL = "All"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 READ_VERBS = ("GET", "LIST", "WATCH")
+WRITE_5XX_HINT = ("the API server failed; a write is not retried blindly (it may have been applied): "
+                  "re-run the task, it reads the current state first")
 
 
 def as_dict(obj):
@@ -114,13 +119,25 @@ def forbidden_hint(verb, kind, namespace):
     return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, rbac_resource(kind), scope)
 
 
+def as_kube(client):
+    """A Kube for a DynamicClient or kubernetes.core's K8SClient; a Kube (or a test fake) as it is."""
+    if DynamicClient is not None and (isinstance(client, DynamicClient)
+                                      or isinstance(getattr(client, "client", None), DynamicClient)):
+        return Kube(client)
+    return client
+
+
 class Kube(object):
     """Wraps kubernetes.core's K8SClient (`get_api_client(module)`)."""
 
-    def __init__(self, k8s_client, retry_seconds=30.0, sleep=time.sleep, clock=time.monotonic):
+    def __init__(self, k8s_client, retry_seconds=30.0, sleep=time.sleep, clock=time.monotonic,
+                 request_timeout=(10, 60)):
         self.k8s = k8s_client
-        self.dynamic = k8s_client.client
+        # kubernetes.core's K8SClient, or a plain DynamicClient (tests, scripts)
+        is_dynamic = DynamicClient is not None and isinstance(k8s_client, DynamicClient)
+        self.dynamic = k8s_client if is_dynamic else k8s_client.client
         self.retry_seconds = retry_seconds
+        self.request_timeout = request_timeout   # (connect, read) seconds: a hung server is an error too
         self._sleep = sleep
         self._clock = clock
         self._resources = {}
@@ -140,6 +157,8 @@ class Kube(object):
             hint = forbidden_hint(verb, kind, namespace) if status == 403 else STATUS_HINTS.get(status)
             if status >= 500 and status not in STATUS_HINTS:
                 hint = STATUS_HINTS[500]
+            if status >= 500 and verb not in READ_VERBS:
+                hint = WRITE_5XX_HINT
             return ApiError(verb, kind, name, namespace, status=status, reason=getattr(exc, "reason", None),
                             message=_server_message(exc), hint=hint, url=self.url)
         message, hint = _transport(exc, verb)
@@ -187,7 +206,8 @@ class Kube(object):
         res = self.resource(api_version, kind)
         try:
             return as_dict(self.call("GET", kind, name, namespace,
-                                     lambda: res.get(name=name, namespace=namespace)))
+                                     lambda: res.get(name=name, namespace=namespace,
+                                                     _request_timeout=self.request_timeout)))
         except ApiError as err:
             if err.status == 404:
                 return None
@@ -196,12 +216,14 @@ class Kube(object):
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         """(items, resourceVersion) of one LIST call."""
         res = self.resource(api_version, kind)
-        params = dict(namespace=namespace)
+        params = dict(namespace=namespace, _request_timeout=self.request_timeout)
         if label_selector:
             params["label_selector"] = label_selector
         if field_selector:
             params["field_selector"] = field_selector
-        result = as_dict(self.call("LIST", kind, None, namespace, lambda: res.get(**params)))
+        selected = ",".join(s for s in (label_selector, field_selector) if s)
+        result = as_dict(self.call("LIST", kind, ("[%s]" % selected) if selected else None, namespace,
+                                   lambda: res.get(**params)))
         return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion")
 
     def log(self, name, namespace, container=None, tail_lines=None):
@@ -226,8 +248,8 @@ class Kube(object):
         return self.call("CREATE", "Pod eviction", name, namespace,
                          lambda: core.create_namespaced_pod_eviction(name, namespace, body), retry=False)
 
-    @staticmethod
-    def _dry(params, dry_run):
+    def _dry(self, params, dry_run):
+        params["_request_timeout"] = self.request_timeout
         if dry_run:
             params["dry_run"] = DRY_RUN_ALL
         return params

@@ -15,20 +15,18 @@ __metaclass__ = type
 import time
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig, upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import MIG_MANAGER_APP, api_status
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import MIG_MANAGER_APP, K8sMigApi, api_status
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
+TERMINAL_PHASES = upstream.POD_DONE_PHASES
 PENDING_CAUSE = (
     "mig-manager validated the request but waits for the GPU clients on the node to stop; "
     "it stays `pending` as long as pods keep using the GPUs (its inner timeout is 5 minutes and it "
     "does not report a failure, gpu-operator#2833)")
 
 
-class MigConfigError(Exception):
-    def __init__(self, msg, **details):
-        super(MigConfigError, self).__init__(msg)
-        self.msg = msg
-        self.details = details
+class MigConfigError(DomainError):
+    """A MIG request that cannot be done (the module base turns it into fail_json)."""
 
 
 def _labels(obj):
@@ -166,7 +164,15 @@ class MigConfigurator(object):
             except MigConfigError as exc:
                 errors.append(exc.msg)
                 continue
-            if not plan["done"] and plan["gpu_pods"] and not self.params.get("drain"):
+            if plan["current"] == profile and plan["state"] == upstream.MIG_STATE_FAILED:
+                # mig-manager acts on label changes: the same value again would never be retried
+                errors.append("Node %s: mig-manager already reports %s=failed for %s=%s (an earlier attempt); "
+                              "setting the same profile again changes nothing, so this run does not wait for it. "
+                              "%s Fix the cause, then restart the mig-manager pod on the node (it applies the "
+                              "label when it starts) or set another profile first"
+                              % (name, upstream.LABEL_MIG_CONFIG_STATE, upstream.LABEL_MIG_CONFIG, profile,
+                                 self.cluster_says(cluster, name)))
+            elif not plan["done"] and plan["gpu_pods"] and not self.params.get("drain"):
                 errors.append("Node %s runs GPU pods: %s. mig-manager cannot reconfigure GPUs in use (the state "
                               "would stay pending). Stop them, or set drain=true to cordon the node and evict them "
                               "(PodDisruptionBudgets are respected)" % (name, describe_pods(plan["gpu_pods"])))
@@ -200,10 +206,29 @@ class MigConfigurator(object):
                     node = self.apply(plan, cluster, profile, result)
             except MigConfigError as exc:
                 exc.details.setdefault("nodes", results)
+                exc.details.setdefault("changed", any(r.get("relabelled") or r["evicted"] for r in results))
                 raise
+            except ApiError as exc:
+                raise self.interrupted(exc, plan, profile, results)
             result["offer"] = mig.node_offer(node)
             result["state"] = _labels(node).get(upstream.LABEL_MIG_CONFIG_STATE)
         return cluster, results
+
+    def interrupted(self, exc, plan, profile, results):
+        """An API failure mid-run: what was already changed, and what a re-run will do."""
+        done = ["%s=%s on node %s (was %r)" % (upstream.LABEL_MIG_CONFIG, profile, r["node"], r["previous"])
+                for r in results if r.get("relabelled")]
+        done += ["node %s cordoned" % r["node"] for r in results if r.get("cordoned")]
+        done += ["evicted %s" % ", ".join(r["evicted"]) for r in results if r["evicted"]]
+        changed = bool(done)
+        if changed:
+            what = ("Changed before the failure: %s. A re-run validates again, leaves nodes that already offer "
+                    "%s as they are and waits for node %s to finish (mig-manager keeps working on the label)."
+                    % ("; ".join(done), profile, plan["name"]))
+        else:
+            what = "Nothing was changed on node %s; a re-run starts it again." % plan["name"]
+        return MigConfigError("Node %s: %s. %s" % (plan["name"], exc, what), changed=changed, nodes=results,
+                              api_error=exc.to_dict())
 
     def deadline(self, seconds):
         return self.clock() + seconds
@@ -215,6 +240,7 @@ class MigConfigurator(object):
             cordoned = self.drain(plan, result)
         self.log("set %s=%s on %s" % (upstream.LABEL_MIG_CONFIG, profile, name))
         patched = self.api.patch_node(name, {"metadata": {"labels": {upstream.LABEL_MIG_CONFIG: profile}}})
+        result["relabelled"] = True
         if plan["state"] == upstream.MIG_STATE_SUCCESS and not mig.offer_differences(plan["expected"], plan["node"]):
             # same layout under another name: mig-manager only re-asserts `success`,
             # which may not even produce a watch event
@@ -243,7 +269,7 @@ class MigConfigurator(object):
                 try:
                     self.api.evict(pod["metadata"]["namespace"], pod["metadata"]["name"])
                     result["evicted"].append(_pod_ref(pod))
-                except Exception as exc:
+                except ApiError as exc:
                     status = api_status(exc)
                     if status == 404:
                         continue
@@ -259,7 +285,7 @@ class MigConfigurator(object):
                     "Node %s: eviction refused for %s within %ds: %s. A PodDisruptionBudget protects them; "
                     "nothing was relabelled and the node was uncordoned"
                     % (name, ", ".join(_pod_ref(item[0]) for item in blocked), self.params["eviction_timeout"],
-                       getattr(blocked[0][1], "body", None) or blocked[0][1]))
+                       getattr(blocked[0][1], "message", None) or blocked[0][1]))
             self.sleep(min(5, max(0.2, deadline - self.clock())))  # like kubectl drain: retry 429
             remaining = [item[0] for item in blocked]
         self.wait_pods_gone(name, deadline)
@@ -281,16 +307,12 @@ class MigConfigurator(object):
                 raise MigConfigError("Node %s: evicted GPU pods still running after %ds: %s. Nothing was "
                                      "relabelled; the node stays cordoned (kubectl uncordon %s)"
                                      % (name, self.params["eviction_timeout"], ", ".join(sorted(left)), name))
-            try:
-                for kind, pod in self.api.watch_pods_on_node(name, version, deadline - self.clock()):
-                    ref = _pod_ref(pod)
-                    if kind == "DELETED" or not gpu_pods([pod]):
-                        left.discard(ref)
-                    if not left:
-                        return
-            except Exception as exc:
-                if api_status(exc) != 410:
-                    raise
+            for kind, pod in self.api.watch_pods_on_node(name, version, deadline - self.clock()):
+                ref = _pod_ref(pod)
+                if kind == "DELETED" or not gpu_pods([pod]):
+                    left.discard(ref)
+                if not left:
+                    return
 
     # ------------------------------------------------------------------ wait
     def wait_state(self, plan, cluster, profile, patched, cordoned):
@@ -305,22 +327,11 @@ class MigConfigurator(object):
         version = patched["metadata"].get("resourceVersion")
         node, seen = patched, []
         while self.clock() < deadline:
-            try:
-                for kind, obj in self.api.watch_node(name, version, deadline - self.clock()):
-                    if kind not in ("ADDED", "MODIFIED"):
-                        continue
-                    node = obj
-                    version = obj["metadata"].get("resourceVersion", version)
-                    done = self._judge(node, profile, baseline, seen, plan["expected"])
-                    if done:
-                        return self._finish(done, plan, cluster, node, cordoned)
-            except MigConfigError:
-                raise
-            except Exception as exc:
-                if api_status(exc) != 410:
-                    raise
-                node = self.api.node(name)  # expired version: read again, resume from now
-                version = node["metadata"].get("resourceVersion")
+            for kind, obj in self.api.watch_node(name, version, deadline - self.clock()):
+                if kind not in ("ADDED", "MODIFIED"):
+                    continue
+                node = obj
+                version = obj["metadata"].get("resourceVersion", version)
                 done = self._judge(node, profile, baseline, seen, plan["expected"])
                 if done:
                     return self._finish(done, plan, cluster, node, cordoned)
@@ -387,7 +398,7 @@ class MigConfigurator(object):
         for pod in running(self.api.pods_on_node(name)):
             meta = pod["metadata"]
             if meta.get("namespace") == cluster["namespace"] and (
-                    (meta.get("labels") or {}).get("app") == MIG_MANAGER_APP or meta["name"].startswith(MIG_MANAGER_APP)):
+                    (meta.get("labels") or {}).get(upstream.LABEL_APP) == MIG_MANAGER_APP or meta["name"].startswith(MIG_MANAGER_APP)):
                 return pod
         return None
 
@@ -422,19 +433,12 @@ class MigConfigurator(object):
         diffs = mig.offer_differences(plan["expected"], node)
         version = node["metadata"].get("resourceVersion")
         while diffs and self.clock() < deadline:
-            try:
-                for kind, obj in self.api.watch_node(name, version, deadline - self.clock()):
-                    node = obj
-                    version = obj["metadata"].get("resourceVersion", version)
-                    diffs = mig.offer_differences(plan["expected"], node)
-                    if not diffs:
-                        break
-            except Exception as exc:
-                if api_status(exc) != 410:
-                    raise
-                node = self.api.node(name)
-                version = node["metadata"].get("resourceVersion")
+            for kind, obj in self.api.watch_node(name, version, deadline - self.clock()):
+                node = obj
+                version = obj["metadata"].get("resourceVersion", version)
                 diffs = mig.offer_differences(plan["expected"], node)
+                if not diffs:
+                    break
         if diffs:
             raise MigConfigError("Node %s reports %s=success but does not offer what strategy %s and profile %s "
                                  "promise: %s" % (name, upstream.LABEL_MIG_CONFIG_STATE, cluster["strategy"],
@@ -451,3 +455,16 @@ def diff_of(results):
         after[r["node"]] = {upstream.LABEL_MIG_CONFIG: r["profile"], upstream.LABEL_MIG_CONFIG_STATE:
                             r.get("state") or upstream.MIG_STATE_SUCCESS}
     return {"before": before, "after": after}
+
+
+def run(module):
+    """The body of the mig_config module: a result dict, or MigConfigError/ApiError."""
+    for key in ("timeout", "verify_timeout", "eviction_timeout"):
+        if module.params[key] < 1:
+            raise MigConfigError("%s must be at least 1 second, got %d" % (key, module.params[key]))
+    worker = MigConfigurator(K8sMigApi(module.kube), module.params, check_mode=module.check_mode, log=module.debug)
+    cluster, results = worker.run()
+    kwargs = dict(changed=any(r["changed"] for r in results), nodes=results, strategy=cluster["strategy"])
+    if module._diff:
+        kwargs["diff"] = diff_of([r for r in results if r["changed"]])
+    return kwargs

@@ -41,6 +41,13 @@ QUERY_FIELDS = (
     "mig.mode.current", "mig.mode.pending", "driver_version",
 )
 QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv"]
+# Fields a driver may lack: mig.mode.* before MIG (< 450); driver_version is deprecated
+# for kmd_version from driver 610 (removed with CUDA 14). Asked only when offered.
+REQUIRED_FIELDS = QUERY_FIELDS[:6]
+MIG_FIELDS = ("mig.mode.current", "mig.mode.pending")
+DRIVER_FIELDS = ("kmd_version", "driver_version")   # preferred first
+INVALID_FIELD_RE = re.compile(r'Field\s+["\u201c]([^"\u201d]+)["\u201d]\s+is not a valid field to query')
+MAX_FIELD_RETRIES = 4
 
 # nvidia-smi placeholders for "no value"; compared case-insensitively.
 NA_VALUES = ("n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
@@ -140,6 +147,43 @@ def _mig_mode(value):
     return value.lower() if value else None
 
 
+def _driver_version(row):
+    for field in DRIVER_FIELDS:
+        value = clean_value(row.get(field))
+        if value and not value.lower().startswith("deprecated"):
+            return value
+    return None
+
+
+def parse_help_query_gpu(text):
+    """`nvidia-smi --help-query-gpu` -> (fields offered, fields marked deprecated).
+
+    Entries are a line of quoted names (`"name" or "gpu_name"`) followed by
+    description lines; a description that says "deprecated" marks the entry.
+    """
+    offered, deprecated = set(), set()
+    current = []
+    for line in (text or "").splitlines():
+        names = re.findall(r'"([^"]+)"', line)
+        if names and re.match(r'^\s*"[^"]+"(\s+or\s+"[^"]+")*\s*$', line):
+            current = names
+            offered.update(names)
+        elif current and "deprecated" in line.lower():
+            deprecated.update(current)
+    return offered, deprecated
+
+
+def query_fields(offered=None, deprecated=()):
+    """The fields to ask this driver for (all of QUERY_FIELDS when it did not say)."""
+    if not offered:
+        return list(QUERY_FIELDS)
+    fields = list(REQUIRED_FIELDS) + [f for f in MIG_FIELDS if f in offered]
+    drivers = [f for f in DRIVER_FIELDS if f in offered]
+    current = [f for f in drivers if f not in deprecated]
+    fields += (current or drivers)[:1]
+    return fields
+
+
 def normalize_gpu(row, position=0):
     """One parsed query row -> the fact layout of a GPU."""
     current = _mig_mode(row.get("mig.mode.current"))
@@ -157,43 +201,79 @@ def normalize_gpu(row, position=0):
         "mig_capable": current in ("enabled", "disabled"),
         "mig_mode_current": current,
         "mig_mode_pending": pending,
-        "driver_version": clean_value(row.get("driver_version")),
+        "driver_version": _driver_version(row),
         "source": "nvidia-smi",
     }
 
 
-def classify_smi_error(rc, output):
-    """Explain a failed nvidia-smi run: (code, reason, nvml_version)."""
+XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)[, ]*(.*)")
+
+
+def last_xid(kernel_log):
+    """The last `NVRM: Xid (PCI:...): N, ...` line of a kernel log, or None."""
+    found = None
+    for line in (kernel_log or "").splitlines():
+        match = XID_RE.search(line)
+        if match:
+            found = "Xid %s on %s%s" % (match.group(2), match.group(1),
+                                        (": " + match.group(3).strip()) if match.group(3).strip() else "")
+    return found
+
+
+def classify_smi_error(rc, output, in_container=False, kernel_module=None, kernel_log=None):
+    """Explain a failed nvidia-smi run: (code, reason, nvml_version).
+
+    Codes: driver_not_loaded, driver_library_mismatch, no_devices, gpu_lost / gpu_unreachable /
+    gpu_xid (hardware: reboot, then the GPU's health), nvml_container_cgroup (the container lost
+    its device access: runtime/cgroup), nvidia_smi_timeout, nvidia_smi_failed.
+    """
     text = (output or "").strip()
     match = re.search(r"NVML library version:\s*(\S+)", text)
     nvml = match.group(1) if match else None
     lowered = text.lower()
+    first = text.splitlines()[0] if text else "no output"
+    xid = last_xid(kernel_log)
     if rc == 124 and not text:  # killed by timeout(1): a hung GPU or driver
-        return ("nvidia_smi_timeout", "nvidia-smi did not answer in time (hung GPU or driver?)", nvml)
+        return ("nvidia_smi_timeout", "nvidia-smi did not answer in time (hung GPU or driver?)%s"
+                % ("; kernel log: %s" % xid if xid else ""), nvml)
     if "couldn't communicate with the nvidia driver" in lowered:
         return ("driver_not_loaded",
                 "nvidia-smi cannot reach the kernel driver (module not loaded or not built for "
-                "the running kernel): %s" % text.splitlines()[0], nvml)
+                "the running kernel): %s" % first, nvml)
     if "driver/library version mismatch" in lowered:
-        return ("driver_library_mismatch",
-                "NVML library %s does not match the loaded kernel module (driver upgraded "
-                "without reboot?)" % (nvml or "?"), nvml)
+        loaded = " %s" % kernel_module if kernel_module else ""
+        if nvml:
+            reason = "NVML library %s does not match the loaded kernel module%s" % (nvml, loaded)
+        else:
+            reason = "the NVML library (user-space driver) does not match the loaded kernel module%s" % loaded
+        return ("driver_library_mismatch", reason + " (driver upgraded without reboot?)", nvml)
+    if "gpu is lost" in lowered:
+        return ("gpu_lost", "hardware: %s%s" % (first, "; kernel log: %s" % xid if xid else ""), nvml)
+    if "unable to determine the device handle" in lowered:
+        return ("gpu_unreachable", "hardware: %s%s" % (first, "; kernel log: %s" % xid if xid else ""), nvml)
+    if xid:
+        return ("gpu_xid", "hardware: nvidia-smi failed (%s) and the kernel log has %s" % (first, xid), nvml)
+    if "failed to initialize nvml: unknown error" in lowered and in_container:
+        return ("nvml_container_cgroup",
+                "runtime/cgroup: %s inside a container - the container lost its access to the GPU device "
+                "nodes (systemd reloaded its cgroup devices; NVIDIA/nvidia-container-toolkit#48)" % first, nvml)
     if "no devices were found" in lowered:
         return ("no_devices", "nvidia-smi found no GPU: No devices were found", nvml)
-    first = text.splitlines()[0] if text else "no output"
     return ("nvidia_smi_failed", "nvidia-smi exited with rc=%s: %s" % (rc, first), nvml)
 
 
 def parse_smi_version(text):
     """`nvidia-smi --version` -> {'nvidia_smi', 'nvml', 'driver', 'cuda'}."""
     keys = {"nvidia-smi version": "nvidia_smi", "nvml version": "nvml",
-            "driver version": "driver", "cuda version": "cuda"}
+            "driver version": "driver", "cuda version": "cuda",
+            # driver 610: the two above read "Deprecated, see ... instead"
+            "kmd version": "driver", "cuda umd version": "cuda"}
     result = {}
     for line in (text or "").splitlines():
         if ":" in line:
             key, value = line.split(":", 1)
             name = keys.get(key.strip().lower())
-            if name:
+            if name and not value.strip().lower().startswith("deprecated"):
                 result[name] = value.strip()
     return result
 
@@ -316,16 +396,33 @@ def inspect_containerd(texts):
         flat.update(parse_toml_flat(text))
     runtimes = {}
     default = None
+    v1_default = {"binary": None}   # config v1: [..containerd.default_runtime] table
+    shim_v1 = None                  # config v1: [plugins.linux] / io.containerd.runtime.v1.linux runtime
     for path, value in flat.items():
+        entry = None
         if "runtimes" in path:
             pos = len(path) - 1 - path[::-1].index("runtimes")
             if pos >= 1 and path[pos - 1] == "containerd" and pos + 1 < len(path):
-                name = path[pos + 1]
-                entry = runtimes.setdefault(name, {"binary": None})
-                if path[-1] == "BinaryName":
-                    entry["binary"] = value
+                entry = runtimes.setdefault(path[pos + 1], {"binary": None})
+        elif "default_runtime" in path and path[path.index("default_runtime") - 1] == "containerd":
+            entry = v1_default
+        if entry is not None and isinstance(value, str) and value:
+            # BinaryName (runc.v2 shim) wins over the v1 shim's Runtime and the old runtime_engine
+            if path[-1] == "BinaryName" or (path[-1] in ("Runtime", "runtime_engine") and not entry.get("from_bin")):
+                entry["binary"] = value
+                entry["from_bin"] = entry.get("from_bin") or path[-1] == "BinaryName"
         if path[-1] == "default_runtime_name" and len(path) >= 2 and path[-2] == "containerd":
             default = value
+        if path[-1] == "runtime" and len(path) == 3 and path[1] in ("linux", "io.containerd.runtime.v1.linux"):
+            shim_v1 = value
+    if default is None and v1_default["binary"]:
+        runtimes["default_runtime"] = v1_default
+        default = "default_runtime"
+    elif default is None and shim_v1:
+        runtimes["runtime.v1.linux"] = {"binary": shim_v1}
+        default = "runtime.v1.linux"
+    for entry in runtimes.values():
+        entry.pop("from_bin", None)
     return _runtime_summary(runtimes, default or "runc")
 
 
@@ -483,6 +580,37 @@ def _run_tool(run, path, args):
     return rc, (out or "") + (("\n" + err) if err and rc != 0 else "")
 
 
+def _query_gpus(run, smi_path):
+    """Ask for the fields this driver offers (--help-query-gpu); drop a field it refuses
+    (`Field "x" is not a valid field to query.`, rc 2) and ask again. (rc, output, fields)."""
+    rc, text = _run_tool(run, smi_path, ["--help-query-gpu"])
+    fields = query_fields(*parse_help_query_gpu(text)) if rc == 0 else list(QUERY_FIELDS)
+    for _attempt in range(MAX_FIELD_RETRIES + 1):
+        rc, out = _run_tool(run, smi_path, ["--query-gpu=" + ",".join(fields), "--format=csv"])
+        refused = INVALID_FIELD_RE.search(out or "") if rc != 0 else None
+        if not refused or refused.group(1) not in fields or refused.group(1) in REQUIRED_FIELDS:
+            return rc, out, fields
+        fields = [f for f in fields if f != refused.group(1)]
+    return rc, out, fields
+
+
+def in_container(reader):
+    """True inside a container (docker, podman, a Kubernetes pod)."""
+    if reader.exists("/.dockerenv") or reader.exists("/run/.containerenv"):
+        return True
+    cgroup = reader.read("/proc/1/cgroup") or ""
+    return any(word in cgroup for word in ("kubepods", "docker", "containerd", "libpod"))
+
+
+def _kernel_log(reader, run):
+    """The kernel log (dmesg) when readable: it names Xid errors nvidia-smi does not print."""
+    dmesg = reader.which("dmesg")
+    if not dmesg:
+        return None
+    rc, out, _err = run([dmesg])
+    return out if rc == 0 else None
+
+
 def gather(reader, run, kernel_release, nvidia_smi=None, nvidia_ctk=None,
            nvidia_container_runtime=None):
     """Collect every GPU-node fact. `run(argv) -> (rc, stdout, stderr)`.
@@ -499,20 +627,23 @@ def gather(reader, run, kernel_release, nvidia_smi=None, nvidia_ctk=None,
     operator_driver = reader.exists(OPERATOR_DRIVER_ROOT + "/usr/bin/nvidia-smi")
 
     smi_path = nvidia_smi or reader.which("nvidia-smi")
-    gpus, smi_error = [], None
+    gpus, smi_error, fields = [], None, []
     if smi_path:
-        rc, out = _run_tool(run, smi_path, QUERY_ARGS)
+        rc, out, fields = _query_gpus(run, smi_path)
         if rc == 0:
             try:
-                gpus = [normalize_gpu(row, i) for i, row in enumerate(parse_query_gpu(out))]
+                gpus = [normalize_gpu(row, i) for i, row in enumerate(parse_query_gpu(out, fields))]
             except ValueError as exc:
                 smi_error = ("unparsable_output", str(exc), None)
             if not gpus and smi_error is None:
                 smi_error = ("no_devices", "nvidia-smi listed no GPU", None)
         else:
-            smi_error = classify_smi_error(rc, out)
+            smi_error = classify_smi_error(rc, out, in_container=in_container(reader),
+                                           kernel_module=(proc or {}).get("version"),
+                                           kernel_log=_kernel_log(reader, run))
 
     pci_gpus, switches = read_pci_gpus(reader)
+    pci_total = len(reader.glob("/sys/bus/pci/devices/*"))
     driver = {
         "state": DRIVER_NONE,
         "version": None,
@@ -539,8 +670,19 @@ def gather(reader, run, kernel_release, nvidia_smi=None, nvidia_ctk=None,
         driver["reason"] = ("the nvidia kernel module is loaded but nvidia-smi is not installed "
                             "and no GPU Operator driver container is present")
         driver["version"] = (proc or {}).get("version")
+    if not gpus and not pci_gpus and pci_total and driver["state"] == DRIVER_BROKEN \
+            and driver["reason_code"] in ("no_devices", "driver_not_loaded", "userspace_missing", "nvidia_smi_failed"):
+        # NVIDIA software on a host without an NVIDIA GPU (a CPU node built from a GPU image,
+        # a VM whose GPU was detached): not a broken GPU host, not part of the plan.
+        driver["state"] = DRIVER_NONE
+        driver["reason_code"] = "no_nvidia_pci_device"
+        driver["reason"] = ("NVIDIA driver software is installed but the host has no NVIDIA PCI device "
+                            "(%d PCI devices, none of vendor %s; nvidia-smi: %s)"
+                            % (pci_total, NVIDIA_PCI_VENDOR, smi_error[1]))
+        driver["software_without_gpu"] = True
     driver["present"] = driver["state"] in (DRIVER_HOST, DRIVER_BROKEN)
     driver["working"] = driver["state"] == DRIVER_HOST
+    driver["query_fields"] = fields
     facts["driver"] = driver
 
     if not gpus:

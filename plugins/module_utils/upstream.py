@@ -26,28 +26,20 @@ PSA_MODES = ("enforce", "audit", "warn")
 PSA_LEVELS = ("privileged", "baseline", "restricted")
 
 # --- GPU Operator / ClusterPolicy -------------------------------------------
-CLUSTER_POLICY_GROUP = "nvidia.com"
-CLUSTER_POLICY_VERSION = "v1"
 CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 CLUSTER_POLICY_NAME = "cluster-policy"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 
 CP_STATE_READY = "ready"
-CP_STATE_NOT_READY = "notReady"
 CP_STATE_IGNORED = "ignored"
 
 COND_READY = "Ready"
 COND_ERROR = "Error"
 REASON_RECONCILED = "Reconciled"
-REASON_RECONCILE_FAILED = "ReconcileFailed"
-REASON_OPERAND_NOT_READY = "OperandNotReady"
 REASON_NFD_LABELS_MISSING = "NFDLabelsMissing"
 REASON_NO_GPU_NODES = "NoGPUNodes"
 REASON_DRIVER_NOT_READY = "DriverNotReady"
-REASON_PREREQUISITE_NOT_MET = "PrerequisiteNotMet"
-# `state: ready` with these reasons serves no GPU at all (FACTS.md trap).
-READY_BUT_NO_GPU_REASONS = (REASON_NFD_LABELS_MISSING, REASON_NO_GPU_NODES)
 
 DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 
@@ -62,7 +54,6 @@ DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"
-LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
 LABEL_GPU_REPLICAS = "nvidia.com/gpu.replicas"
 LABEL_GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 LABEL_DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
@@ -77,7 +68,6 @@ LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
 MIG_STATE_PENDING = "pending"
 MIG_STATE_SUCCESS = "success"
 MIG_STATE_FAILED = "failed"
-MIG_STATE_REBOOTING = "rebooting"
 MIG_STRATEGIES = ("none", "single", "mixed")
 DEFAULT_MIG_CONFIGMAP = "default-mig-parted-config"
 MIG_CONFIGMAP_KEY = "config.yaml"
@@ -146,6 +136,7 @@ QUOTA_STORAGE_CLASS_MARKER = ".storageclass.storage.k8s.io/"
 
 # --- Module foundations: Kubernetes names the modules read (core) -----------------------
 COND_POD_READY = "Ready"                              # Pod condition
+LABEL_APP = "app"                                     # the operand pods' app label
 TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep DaemonSet pods away
 WAITING_CRASH_LOOP = "CrashLoopBackOff"
 WAITING_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")

@@ -26,13 +26,18 @@ description:
     unless O(drain=true); then the node is cordoned, the GPU pods are evicted with the policy/v1
     Eviction API (PodDisruptionBudgets are respected), the label is set, and the node is uncordoned
     after success.
-  - On C(failed) the module fails with the node's Events and the mig-manager log. On a timeout in
-    C(pending) it explains the known cause (GPU clients not stopping, gpu-operator#2833) and names the
-    pods still on the node.
+  - On C(failed) the module fails with the node's Events and the mig-manager log. A node that already
+    reports C(failed) for the requested profile (an earlier run) is reported at once, before any change
+    (mig-manager does not retry an unchanged label). On a timeout in C(pending) it explains the known
+    cause (GPU clients not stopping, gpu-operator#2833) and names the pods still on the node.
+  - O(timeout) is per node. When the API server is lost mid-run, the failure says what was already
+    changed (C(changed=true) when a node was relabelled) and what a re-run will do.
   - Nodes are processed one after the other. To roll out node pools in batches, so that a pool never
     loses all of its GPUs at once, use the role C(skaffon.gpu_platform.mig) or C(playbooks/mig.yml).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - skaffon.gpu_platform.wait
+  - skaffon.gpu_platform.operator
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -61,10 +66,6 @@ options:
       - Cordon the node and evict its GPU pods first. Without it, GPU pods on a node fail the task.
     type: bool
     default: false
-  timeout:
-    description: Seconds to wait per node for C(nvidia.com/mig.config.state=success).
-    type: int
-    default: 600
   verify_timeout:
     description: Seconds to wait after success until allocatable resources and labels match the strategy.
     type: int
@@ -77,9 +78,6 @@ options:
     description:
       - PCI device id of the node's GPUs (C(nvidia-smi -q) Device Id, for example C(0x233010DE)), for
         GPU products missing from the collection's MIG model table.
-    type: str
-  operator_namespace:
-    description: GPU Operator namespace, when the ClusterPolicy has no C(status.namespace) yet.
     type: str
 requirements:
   - kubernetes >= 24.2.0
@@ -155,54 +153,31 @@ strategy:
   type: str
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import (
-    MigConfigError,
-    MigConfigurator,
-    diff_of,
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import run
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+    OPERATOR_ARG_SPEC,
+    WAIT_ARG_SPEC,
+    GpuPlatformModule,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import K8sMigApi
 
 
 def argspec():
-    spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(
+    spec = dict(
         nodes=dict(type="list", elements="str", required=True, aliases=["node"]),
         profile=dict(type="str", required=True, aliases=["config"]),
         drain=dict(type="bool", default=False),
-        timeout=dict(type="int", default=600),
         verify_timeout=dict(type="int", default=120),
         eviction_timeout=dict(type="int", default=300),
         device_id=dict(type="str"),
-        operator_namespace=dict(type="str"),
     )
+    spec.update(WAIT_ARG_SPEC)
+    spec.update(OPERATOR_ARG_SPEC)
     return spec
 
 
 def main():
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
-    for key in ("timeout", "verify_timeout", "eviction_timeout"):
-        if module.params[key] < 1:
-            module.fail_json(msg="%s must be at least 1 second, got %d" % (key, module.params[key]))
-    try:
-        api = K8sMigApi(get_api_client(module))
-        worker = MigConfigurator(api, module.params, check_mode=module.check_mode, log=module.debug)
-        cluster, results = worker.run()
-    except MigConfigError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
-    except CoreException as exc:
-        module.fail_from_exception(exc)
-    changed = any(r["changed"] for r in results)
-    kwargs = dict(changed=changed, nodes=results, strategy=cluster["strategy"])
-    if module._diff:
-        kwargs["diff"] = diff_of([r for r in results if r["changed"]])
-    module.exit_json(**kwargs)
+    module = GpuPlatformModule(argument_spec=argspec(), supports_check_mode=True)
+    module.execute(run)
 
 
 if __name__ == "__main__":

@@ -52,13 +52,9 @@ class Ctx:
                 return obj
         return None
 
-    def safe_list(self, resource, namespace=None):
-        """list() that treats an unknown resource (CRD not installed) as empty."""
-        return self.list(resource, namespace)
-
     def operator_deployment(self, ready=True):
         """The gpu-operator Deployment (any namespace); with ready=True only when its pod runs."""
-        for dep in self.safe_list("deployments.apps"):
+        for dep in self.list("deployments.apps"):
             labels = dep["metadata"].get("labels") or {}
             if all(labels.get(k) == v for k, v in OPERATOR_LABELS.items()):
                 if not ready or ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1:
@@ -66,7 +62,7 @@ class Ctx:
         return None
 
     def cluster_policies(self):
-        return sorted(self.safe_list(CLUSTER_POLICIES),
+        return sorted(self.list(CLUSTER_POLICIES),
                       key=lambda o: (o["metadata"].get("creationTimestamp") or "",
                                      o["metadata"]["name"]))
 

@@ -487,7 +487,7 @@ class GarbageCollector:
         if not gone:
             return
         for res in GC_RESOURCES:
-            for obj in self.ctx.safe_list(res):
+            for obj in self.ctx.list(res):
                 refs = obj["metadata"].get("ownerReferences") or []
                 if refs and any(r.get("uid") in gone for r in refs):
                     _delete(self.ctx.store, res, obj)

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig_config as mc
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DEFAULT_CM = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator",
@@ -15,13 +16,13 @@ pytestmark = [pytest.mark.needs_shared,
 H100 = "NVIDIA-H100-80GB-HBM3"
 
 
-class Gone(Exception):
-    status = 410
+def TooMany():
+    return ApiError("CREATE", "Pod eviction", "train-0", "team-a", status=429, reason="Too Many Requests",
+                    message="Cannot evict pod as it would violate the pod's disruption budget.")
 
 
-class TooMany(Exception):
-    status = 429
-    body = "Cannot evict pod as it would violate the pod's disruption budget."
+def Lost():
+    return ApiError("WATCH", "Node", "n1", status=None, message="connection refused", url="https://api:6443")
 
 
 def _node(name="n1", config="all-disabled", state="success", alloc=None, strategy="single", rv="10"):
@@ -105,8 +106,8 @@ class FakeApi(object):
     def watch_node(self, name, version, timeout):
         while self.pending_events:
             step = self.pending_events.pop(0)
-            if step == "gone":
-                raise Gone()
+            if step == "lost":
+                raise Lost()
             node = self.nodes[name]
             labels, alloc = step
             node["metadata"]["labels"].update(labels)
@@ -166,10 +167,28 @@ def test_old_success_is_not_taken_for_the_new_one():
     assert not api.pending_events  # it consumed every event up to the real success
 
 
-def test_expired_watch_version_is_recovered():
-    api = FakeApi([_node()], script=[PENDING, "gone", _success({"nvidia.com/gpu": "14"})])
-    results = _run(api)
-    assert results[0]["state"] == "success"
+def test_lost_api_server_after_the_relabel_says_what_changed_and_what_a_rerun_does():
+    api = FakeApi([_node(), _node("n2")], script=[PENDING, "lost"])
+    with pytest.raises(mc.MigConfigError) as err:
+        _run(api, nodes=["n1", "n2"])
+    assert err.value.details["changed"] is True
+    assert err.value.msg.startswith("Node n1: WATCH Node n1: cannot reach the API server at https://api:6443: "
+                                    "connection refused. Changed before the failure: nvidia.com/mig.config="
+                                    "all-1g.10gb on node n1 (was 'all-disabled'). A re-run validates again")
+    assert "waits for node n1 to finish" in err.value.msg
+    assert [c[1] for c in api.calls if c[0] == "patch"] == ["n1"]   # n2 untouched
+
+
+def test_existing_failed_state_for_the_profile_is_reported_before_any_change():
+    manager = _pod("nvidia-mig-manager-x", gpu=False, ns="gpu-operator")
+    manager["metadata"]["labels"] = {"app": "nvidia-mig-manager"}
+    api = FakeApi([_node(config="all-1g.10gb", state="failed"), _node("n2")], pods=[manager])
+    with pytest.raises(mc.MigConfigError) as err:
+        _run(api, nodes=["n2", "n1"])
+    assert err.value.msg.startswith("Node n1: mig-manager already reports nvidia.com/mig.config.state=failed for "
+                                    "nvidia.com/mig.config=all-1g.10gb (an earlier attempt)")
+    assert "Error applying MIG configuration" in err.value.msg and "restart the mig-manager pod" in err.value.msg
+    assert api.calls == []
 
 
 def test_mixed_strategy_verifies_mig_resources():
