@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters gitops_files, gitops_platform_objects and tenants_objects (docs in their .yml files)."""
+"""Filters gitops_files, gitops_nodes, gitops_platform_objects and tenants_objects (docs in their .yml files)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, platform_objects
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
 
 
@@ -38,7 +38,14 @@ def gitops_platform_objects(operator_namespace, psa_version="latest", time_slici
         raise AnsibleFilterError(str(exc))
 
 
+def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
+    try:
+        return node_patches(hostvars, hosts, plan, time_slicing)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {"gitops_files": gitops_files, "tenants_objects": tenants_objects,
-                "gitops_platform_objects": gitops_platform_objects}
+                "gitops_platform_objects": gitops_platform_objects, "gitops_nodes": gitops_nodes}
