@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
 try:
@@ -53,8 +54,13 @@ def object_path(layer, obj):
                                  _slug(meta["name"]))
 
 
+def plain(obj):
+    """Plain dicts, lists and strings (Ansible hands filters tagged subclasses YAML cannot represent)."""
+    return json.loads(json.dumps(obj))
+
+
 def dump(obj):
-    return HEADER + yaml.safe_dump(obj, default_flow_style=False, sort_keys=True, width=120)
+    return HEADER + yaml.safe_dump(plain(obj), default_flow_style=False, sort_keys=True, width=120)
 
 
 def application(name, settings, wave, source, namespace=None, sync_options=None):
@@ -167,5 +173,5 @@ def export(settings, releases, layers, nodes=None):
             HEADER + "# Nodes are not synced by Argo CD. Apply with:\n"
             "#   kubectl patch node %s --type strategic --patch-file nodes/%s.yaml\n"
             "# or run playbooks/node_prereqs.yml (it sets exactly these).\n" % (name, _slug(name))
-            + yaml.safe_dump(node_patch(name, labels, taints), default_flow_style=False, sort_keys=True))
+            + yaml.safe_dump(plain(node_patch(name, labels, taints)), default_flow_style=False, sort_keys=True))
     return files
