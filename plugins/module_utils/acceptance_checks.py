@@ -10,10 +10,12 @@ __metaclass__ = type
 import os
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import FAIL, PASS, SKIP, Result, check
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import CHECKS, FAIL, PASS, SKIP, Result, check
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import evaluate
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import node_offer
+
+__all__ = ["CHECKS"]  # the registry, filled by the @check functions below
 
 POD_OK_PHASES = ("Running", "Succeeded")
 RUNBOOKS = ("node-failure", "driver-problem", "full-queue", "quota-increase")
@@ -78,9 +80,8 @@ def test_pod(ctx, name, resources, node_selector=None, image=None):
     tolerations = ctx.params.get("tolerations") or []
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {upstream.LABEL_MANAGED_BY: upstream.MANAGED_BY,
-                                                                    upstream.LABEL_ACCEPTANCE: name}},
+    labels = {upstream.LABEL_MANAGED_BY: upstream.MANAGED_BY, upstream.LABEL_ACCEPTANCE: name}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": spec}
 
 
@@ -114,7 +115,7 @@ def operator_healthy(ctx):
     policy = ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND, name)
     done, summary = evaluate(policy)
     evidence.append("ClusterPolicy %s: state %s, Ready reason %s" % (name, summary["state"], summary["reason"]))
-    pods, _ = ctx.kube.list("v1", "Pod", namespace=ns)
+    pods = ctx.kube.list("v1", "Pod", namespace=ns)[0]
     bad = []
     for pod in pods:
         phase = (pod.get("status") or {}).get("phase")
@@ -248,7 +249,7 @@ def quota_enforced(ctx):
     if not team:
         return Result("quota-enforced", SKIP, "no team with a GPU quota in tenants_list")
     ns, resource = team["namespace"], team["resource"]
-    quotas, _ = ctx.kube.list("v1", "ResourceQuota", namespace=ns)
+    quotas = ctx.kube.list("v1", "ResourceQuota", namespace=ns)[0]
     hard = None
     for quota in quotas:
         value = ((quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}).get(resource)
@@ -313,9 +314,9 @@ def sharing_verified(ctx):
 @check("update-rehearsed")
 def update_rehearsed(ctx):
     records = ctx.params.get("upgrade_records") or []
-    evidence = ["%s: %s %s -> %s%s" % (r.get("date", "?"), r.get("action", "upgrade"), r.get("from_version", "?"),
-                                        r.get("to_version", "?"), (" (%s)" % r["result"]) if r.get("result") else "")
-                for r in records]
+    evidence = ["%s: %s %s -> %s%s" % (
+        r.get("date", "?"), r.get("action", "upgrade"), r.get("from_version", "?"), r.get("to_version", "?"),
+        (" (%s)" % r["result"]) if r.get("result") else "") for r in records]
     upgraded = [r for r in records if r.get("action", "upgrade") == "upgrade" and r.get("result") == "success"]
     rolled = [r for r in records if r.get("action") == "rollback" and r.get("result") == "success"]
     if not records:
@@ -374,3 +375,4 @@ def tenant_isolation(ctx):
     if len(ctx.params.get("teams") or []) < 2:
         return Result("tenant-isolation", SKIP, "fewer than two teams in tenants_list")
     return Result("tenant-isolation", FAIL, "this collection cannot probe the network yet")
+

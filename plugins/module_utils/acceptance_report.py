@@ -41,8 +41,8 @@ def markdown(results, meta):
         total["PASS"], total["FAIL"], total["SKIP"], len(results)), ""]
     lines += ["| # | check | result | summary |", "|---|---|---|---|"]
     for n, result in enumerate(results, 1):
-        lines.append("| %d | `%s` %s | %s | %s |" % (n, result["id"], _cell(result["title"]), MARK[result["status"]],
-                                                   _cell(result["summary"])))
+        lines.append("| %d | `%s` %s | %s | %s |" % (
+            n, result["id"], _cell(result["title"]), MARK[result["status"]], _cell(result["summary"])))
     lines.append("")
     for n, result in enumerate(results, 1):
         lines += ["## %d. %s (`%s`): %s" % (n, result["title"], result["id"], result["status"]), "",

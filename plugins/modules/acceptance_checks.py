@@ -17,7 +17,7 @@ description:
     C(wrong-node-excluded), C(quota-enforced), C(sharing-verified), C(queues-fair), C(monitoring-alert),
     C(update-rehearsed), C(tenant-isolation), C(runbooks)) in one run and returns PASS, FAIL or SKIP with
     the evidence of each.
-  - A failing check does not fail the module: the protocol is written first (role C(acceptance)).
+  - A failing check does not fail the module; the protocol is written first (role C(acceptance)).
   - Test pods run in O(test_namespace) (created with Pod Security C(restricted) when missing) and are removed
     afterwards, also when a check fails; the namespace is removed when this module created it.
   - In check mode nothing is created; checks that need a test pod report SKIP.
@@ -122,7 +122,7 @@ results:
   contains:
     id: {description: The check id., type: str, returned: always}
     title: {description: What it checks., type: str, returned: always}
-    status: {description: PASS, FAIL or SKIP., type: str, returned: always}
+    status: {description: One of PASS FAIL SKIP., type: str, returned: always}
     summary: {description: One line verdict., type: str, returned: always}
     evidence: {description: What was seen., type: list, elements: str, returned: always}
     seconds: {description: Time taken., type: float, returned: always}
@@ -138,7 +138,7 @@ failed_checks:
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_checks  # noqa: F401 - registers
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
 
 NEEDS_POD = ("cuda-test", "wrong-node-excluded")
@@ -177,7 +177,7 @@ def run(module):
         skipped = [i for i in ids if i in NEEDS_POD]
         ids = [i for i in ids if i not in NEEDS_POD]
     ctx = acceptance.Context(module.kube, module.params)
-    results = [r.to_dict() for r in acceptance.run(ctx, ids)]
+    results = [r.to_dict() for r in acceptance.run(ctx, ids, CHECKS)]
     for check_id in skipped:
         results.append(acceptance.Result(check_id, acceptance.SKIP, "check mode: no test pod is created").to_dict())
     order = {check_id: n for n, check_id in enumerate(acceptance.CHECK_IDS)}

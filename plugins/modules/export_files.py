@@ -16,7 +16,7 @@ description:
   - Writes each file of O(files) below O(dest) when its content differs (atomically), and removes files below
     O(dest) that this module generated earlier (they start with O(marker)) but are no longer listed.
   - Files without the marker are never touched, so a Git checkout can hold other files next to the export.
-  - Used by P(skaffon.gpu_platform.gitops_export#playbook). Check mode and diff mode supported.
+  - Used by the C(skaffon.gpu_platform.gitops_export) playbook. Check mode and diff mode supported.
 options:
   dest: {description: The export directory (created when missing)., type: path, required: true}
   files: {description: Relative path to file content., type: dict, required: true}

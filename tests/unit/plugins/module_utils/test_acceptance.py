@@ -21,7 +21,7 @@ class FakeKube:
         return self.objects.get((kind, name))
 
     def list(self, api_version, kind, namespace=None, **kw):
-        return [o for (k, _), o in sorted(self.objects.items()) if k == kind], "1"
+        return [o for (k, _name), o in sorted(self.objects.items()) if k == kind], "1"
 
     def create(self, body, dry_run=False):
         if self.fail_create:
@@ -51,7 +51,7 @@ def test_unknown_check_id_is_refused_with_the_list():
 
 def test_results_come_in_protocol_order_and_api_errors_are_fails():
     kube = FakeKube()
-    kube.get = lambda *a, **k: (_ for _ in ()).throw(ApiError("GET", "Node", "gpu-1", status=403, message="no"))
+    kube.get = lambda *a, **k: (x for x in ()).throw(ApiError("GET", "Node", "gpu-1", status=403, message="no"))
     results = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-1"}]), ["runbooks", "gpus-visible"])
     assert [r.id for r in results] == ["gpus-visible", "runbooks"]
     assert results[0].status == acceptance.FAIL and "HTTP 403" in results[0].summary
