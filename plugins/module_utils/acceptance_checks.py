@@ -370,9 +370,67 @@ def monitoring_alert(ctx):
     return Result("monitoring-alert", FAIL, "this collection cannot check alerts yet")
 
 
+def _agnhost_pod(ctx, name, namespace, args, labels=None, ports=None, restart="Never"):
+    pod = test_pod(ctx, name, {}, image=ctx.params["probe_image"])
+    pod["metadata"]["namespace"] = namespace
+    pod["metadata"]["labels"].update(labels or {})
+    container = pod["spec"]["containers"][0]
+    del container["resources"]
+    container["args"] = list(args)
+    if ports:
+        container["ports"] = ports
+    pod["spec"]["restartPolicy"] = restart
+    pod["spec"].pop("tolerations", None)   # probes run on ordinary nodes
+    return pod
+
+
+def _probe(ctx, namespace, name, target, protocol="tcp"):
+    """An agnhost `connect` client pod: (phase, log) as on any cluster that enforces NetworkPolicy."""
+    pod = _agnhost_pod(ctx, name, namespace, ["connect", target, "--timeout=3s", "--protocol=%s" % protocol])
+    ctx.kube.create(pod)
+    ctx.track(pod)
+    final = wait_for(ctx, "v1", "Pod", name, namespace,
+                     lambda p: (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"),
+                     ctx.params["pod_timeout"])
+    phase = ((final or {}).get("status") or {}).get("phase")
+    log = pod_log(ctx, namespace, name).strip() if phase in ("Succeeded", "Failed") else ""
+    return phase, log
+
+
 @check("tenant-isolation")
 def tenant_isolation(ctx):
-    if len(ctx.params.get("teams") or []) < 2:
+    teams = ctx.params.get("teams") or []
+    if len(teams) < 2:
         return Result("tenant-isolation", SKIP, "fewer than two teams in tenants_list")
-    return Result("tenant-isolation", FAIL, "this collection cannot probe the network yet")
-
+    team_a, team_b = teams[0], teams[1]
+    server = _agnhost_pod(ctx, "acceptance-server", team_b, ["netexec", "--http-port=8080"],
+                          labels={"app.kubernetes.io/name": "acceptance-server"},
+                          ports=[{"name": "http", "containerPort": 8080}], restart="Always")
+    ctx.kube.create(server)
+    ctx.track(server)
+    ready = wait_for(ctx, "v1", "Pod", "acceptance-server", team_b,
+                     lambda p: (_condition(p, "Ready") or {}).get("status") == "True", ctx.params["pod_timeout"])
+    ip = ((ready or {}).get("status") or {}).get("podIP")
+    if not ip:
+        return Result("tenant-isolation", FAIL, "the probe server in %s did not become ready" % team_b,
+                      [_pod_failure(ready or {})])
+    target = "%s:8080" % ip
+    evidence, failed = [], []
+    cases = [("acceptance-probe-cross", team_a, target, "tcp", "Failed", "%s -> %s (%s/acceptance-server)" % (
+        team_a, target, team_b)),
+             ("acceptance-probe-own", team_b, target, "tcp", "Succeeded", "%s -> %s (same namespace)" % (
+                 team_b, target))]
+    if ctx.kube.get("v1", "Service", upstream.DNS_SERVICE, upstream.DNS_NAMESPACE) is not None:
+        cases.append(("acceptance-probe-dns", team_a, "%s.%s.svc.cluster.local:53" % (
+            upstream.DNS_SERVICE, upstream.DNS_NAMESPACE), "udp", "Succeeded", "%s -> cluster DNS (udp 53)" % team_a))
+    for name, ns, dest, proto, want, what in cases:
+        phase, log = _probe(ctx, ns, name, dest, proto)
+        verdict = "allowed" if phase == "Succeeded" else "blocked" if phase == "Failed" else "no verdict"
+        evidence.append("%s: %s%s (expected %s)" % (what, verdict, (" - " + log) if log else "",
+                                                    "allowed" if want == "Succeeded" else "blocked"))
+        if phase != want:
+            failed.append(what)
+    if failed:
+        return Result("tenant-isolation", FAIL, "isolation not as the policies say: %s" % "; ".join(failed), evidence)
+    return Result("tenant-isolation", PASS, "%s cannot reach %s; the own namespace%s can" % (
+        team_a, team_b, " and the cluster DNS" if len(cases) > 2 else ""), evidence)

@@ -148,3 +148,4 @@ GPU_OPERATOR_CONTAINER = "gpu-operator"               # container of the operato
 # --- Acceptance checks (roles/acceptance) -----------------------------------------------
 MANAGED_BY = "skaffon.gpu_platform"                   # value of LABEL_MANAGED_BY on our objects
 LABEL_ACCEPTANCE = "gpu.skaffon.io/acceptance-check"  # ours: marks test pods for cleanup
+DNS_SERVICE = "kube-dns"                               # the cluster DNS Service in DNS_NAMESPACE (kubeadm, most distributions)

@@ -58,6 +58,10 @@ options:
     description: The CUDA vectorAdd sample image (point it at the mirror on air-gapped sites).
     type: str
     default: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+  probe_image:
+    description: The agnhost image of the network probes (C(connect), C(netexec)).
+    type: str
+    default: registry.k8s.io/e2e-test-images/agnhost:2.53
   tolerations:
     description: Tolerations the test pods need to reach the GPU pools (the pools' taints).
     type: list
@@ -141,7 +145,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils import accept
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
 
-NEEDS_POD = ("cuda-test", "wrong-node-excluded")
+NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert")
 
 
 def argspec():
@@ -156,6 +160,7 @@ def argspec():
         test_namespace=dict(type="str", default="gpu-acceptance"),
         cuda_image=dict(type="str", default="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"),
         tolerations=dict(type="list", elements="dict", default=[]),
+        probe_image=dict(type="str", default="registry.k8s.io/e2e-test-images/agnhost:2.53"),
         pod_timeout=dict(type="int", default=180),
         quota_team=dict(type="dict", options=dict(namespace=dict(type="str", required=True),
                                                   resource=dict(type="str", default="requests.nvidia.com/gpu"))),
