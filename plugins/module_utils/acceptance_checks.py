@@ -10,6 +10,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import QueueProbe
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import CHECKS, FAIL, PASS, SKIP, Result, check
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import evaluate
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
@@ -359,8 +360,8 @@ def runbooks(ctx):
 def queues_fair(ctx):
     if ctx.params.get("queue_backend", "none") == "none":
         return Result("queues-fair", SKIP, "no queue backend (tenants_queue_backend: none)")
-    return Result("queues-fair", FAIL, "queue backend %s: this collection cannot check its fairness yet"
-                  % ctx.params["queue_backend"])
+    ensure_test_namespace(ctx)
+    return QueueProbe(ctx, test_pod).run(ctx.params.get("teams") or [])
 
 
 @check("monitoring-alert")

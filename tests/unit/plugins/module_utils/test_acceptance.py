@@ -152,3 +152,13 @@ def test_junit_parses_and_marks_failures_and_skips():
     assert "a & b" in cases["cuda-test"].find("failure").text
     assert cases["queues-fair"].find("skipped") is not None
     assert cases["operator-healthy"].find("failure") is None
+
+
+def test_kai_split_quota_first_then_weights_with_limits():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import kai_split
+    two = [{"name": "a", "quota": 2, "limit": -1, "weight": 1}, {"name": "b", "quota": 2, "limit": -1, "weight": 3}]
+    assert kai_split(two, 8) == {"a": 3, "b": 5}       # the case: 2+1 and 2+3
+    capped = [{"name": "a", "quota": 2, "limit": 3, "weight": 1}, {"name": "b", "quota": 0, "limit": -1, "weight": 1}]
+    assert kai_split(capped, 8) == {"a": 3, "b": 5}    # a's limit caps it; b takes the rest
+    assert kai_split([{"name": "a", "quota": 2, "limit": -1, "weight": 0},
+                      {"name": "b", "quota": 1, "limit": -1, "weight": 0}], 8) == {"a": 2, "b": 1}
