@@ -74,6 +74,18 @@ class QueueProbe(object):
                 used += int(((c.get("resources") or {}).get("limits") or {}).get(upstream.GPU_RESOURCE, 0) or 0)
         return total - used
 
+    def quota_room(self, team):
+        """GPUs the team's ResourceQuota still admits (None: no GPU quota)."""
+        room = None
+        key = upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE
+        for quota in self.ctx.kube.list("v1", "ResourceQuota", namespace=team)[0]:
+            hard = ((quota.get("spec") or {}).get("hard") or {}).get(key)
+            if hard is not None:
+                used = ((quota.get("status") or {}).get("used") or {}).get(key, 0)
+                left = int(hard) - int(used)
+                room = left if room is None else min(room, left)
+        return room
+
     def team_queues(self, teams):
         if self.backend == "kai":
             items = dict((q["metadata"]["name"], q) for q in self.ctx.kube.list(upstream.KAI_QUEUE_API_VERSION,
@@ -158,6 +170,11 @@ class QueueProbe(object):
                 rows.append({"name": name, "quota": gpu.get("quota", 0), "limit": gpu.get("limit", 0),
                              "weight": gpu.get("overQuotaWeight", 0)})
             expected = kai_split(rows, free)
+            for name in (a, b):   # the namespace quota admits no more pods than it allows
+                room = self.quota_room(name)
+                if room is not None and room < expected[name]:
+                    evidence.append("%s: its ResourceQuota admits %d more GPU pods" % (name, room))
+                    expected[name] = room
             evidence.append("expected from the Queues (quota, limit, overQuotaWeight): %s" % ", ".join(
                 "%s=%d (%s, %s, %s)" % (r["name"], expected[r["name"]], r["quota"], r["limit"], r["weight"])
                 for r in rows))
