@@ -367,8 +367,12 @@ def queues_fair(ctx):
 @check("monitoring-alert")
 def monitoring_alert(ctx):
     if not ctx.params.get("prometheus_url"):
-        return Result("monitoring-alert", SKIP, "no Prometheus given (acceptance_prometheus_url)")
-    return Result("monitoring-alert", FAIL, "this collection cannot check alerts yet")
+        return Result("monitoring-alert", FAIL, "no Prometheus to check: set acceptance_prometheus_url (monitoring is "
+                      "part of the platform: playbooks/monitoring.yml)")
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_monitoring import AlertProbe
+
+    ensure_test_namespace(ctx)
+    return AlertProbe(ctx, test_pod, wait_for, pod_log).run()
 
 
 def _agnhost_pod(ctx, name, namespace, args, labels=None, ports=None, restart="Never"):

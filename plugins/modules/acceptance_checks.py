@@ -90,6 +90,14 @@ options:
   prometheus_url:
     description: Prometheus HTTP API base URL for the monitoring check.
     type: str
+  failure_alert:
+    description: The alert a GPU that fell off the bus (Xid 79) must fire.
+    type: str
+    default: GpuXidFatal
+  alert_timeout:
+    description: Seconds the alert may take to fire (scrape interval plus rule evaluation).
+    type: int
+    default: 180
   upgrade_records:
     description: The records the upgrade and rollback playbooks wrote (action, result, versions, date).
     type: list
@@ -167,6 +175,8 @@ def argspec():
         teams=dict(type="list", elements="str", default=[]),
         queue_backend=dict(type="str", choices=["none", "kai", "kueue"], default="none"),
         prometheus_url=dict(type="str"),
+        failure_alert=dict(type="str", default="GpuXidFatal"),
+        alert_timeout=dict(type="int", default=180),
         upgrade_records=dict(type="list", elements="dict", default=[]),
         upgrade_record_file=dict(type="str"),
         runbooks_dir=dict(type="path"),
