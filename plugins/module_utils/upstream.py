@@ -159,3 +159,8 @@ OPERATOR_VALIDATOR_PREFIX = "nvidia-operator-validator"  # operand DaemonSet / p
 GPU_OPERATOR_CONTAINER = "gpu-operator"               # container of the operator Deployment (chart)
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 GPU_LABEL_PREFIX = GPU_RESOURCE + "."                 # GFD labels nvidia.com/gpu.product, .count, ...
+
+# --- Acceptance checks (roles/acceptance) -----------------------------------------------
+MANAGED_BY = "skaffon.gpu_platform"                   # value of LABEL_MANAGED_BY on our objects
+LABEL_ACCEPTANCE = "gpu.skaffon.io/acceptance-check"  # ours: marks test pods for cleanup
+DNS_SERVICE = "kube-dns"                               # the cluster DNS Service in DNS_NAMESPACE (kubeadm, most distributions)

@@ -195,6 +195,10 @@ class Kubelet:
                     "logs": {spec["containers"][0]["name"]: "Error: simulated crash\n"}}
         if ann == "not-ready":
             return {"kind": "run", "ready": False}
+        # agnhost pause (and netexec) serve until the pod is deleted, whatever the restart policy
+        first = (spec.get("containers") or [{}])[0]
+        if "agnhost" in (first.get("image") or "") and ((first.get("args") or [""])[0] in ("pause", "netexec")):
+            return {"kind": "run", "ready": True}
         cuda = [c for c in spec.get("containers") or [] if is_cuda_sample(c.get("image"))]
         if cuda:
             name = cuda[0]["name"]

@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters acceptance_inputs, acceptance_markdown and acceptance_junit (docs in their .yml files)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_inputs import checks_input
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_report import junit, markdown
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
+
+
+def acceptance_markdown(results, meta=None):
+    return markdown(results, meta or {})
+
+
+def acceptance_junit(results, meta=None):
+    return junit(results, meta or {})
+
+
+def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None):
+    try:
+        return checks_input(hostvars, hosts, time_slicing, tenants)
+    except TimeSlicingError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"acceptance_markdown": acceptance_markdown, "acceptance_junit": acceptance_junit,
+                "acceptance_inputs": acceptance_inputs}

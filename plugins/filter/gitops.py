@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters gitops_files, gitops_nodes, gitops_platform_objects and tenants_objects (docs in their .yml files)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
+
+
+def gitops_files(settings, releases=None, layers=None, nodes=None):
+    if not settings.get("repo_url"):
+        raise AnsibleFilterError("gitops_repo_url must name the Git repository Argo CD reads the export from "
+                                 "(for example https://git.example/platform/gpu-gitops.git)")
+    return export(settings, releases or {}, layers or {},
+                  dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
+
+
+def tenants_objects(teams, settings=None):
+    """The objects roles/tenants applies for tenants_list, validated the same way (without the cluster checks)."""
+    merged = tenants.default_settings(**(settings or {}))
+    problems = tenants.validate(teams or [], merged)
+    if problems:
+        raise AnsibleFilterError("tenants_list cannot be exported: " + "; ".join(problems))
+    return tenants.render_all(teams or [], merged)
+
+
+def gitops_platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
+    try:
+        return platform_objects(operator_namespace, psa_version, time_slicing)
+    except TimeSlicingError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
+    try:
+        return node_patches(hostvars, hosts, plan, time_slicing)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gitops_files": gitops_files, "tenants_objects": tenants_objects,
+                "gitops_platform_objects": gitops_platform_objects, "gitops_nodes": gitops_nodes}

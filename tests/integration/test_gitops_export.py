@@ -1,0 +1,105 @@
+"""playbooks/gitops_export.yml from an inventory shaped like inventories/example (group_vars per pool)."""
+import os
+
+import pytest
+import yaml
+
+from playbook import REPO, run_playbook
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "gitops_export.yml")
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream"))
+pytestmark = [pytest.mark.slow]
+
+TEAMS = [
+    {"name": "team-a", "quota": {"requests.nvidia.com/gpu": 8}, "groups": {"admin": ["idp-a-leads"]},
+     "network": {"ingress_from_namespaces": ["monitoring"]}},
+    {"name": "team-b", "quota": {"requests.nvidia.com/gpu": 4}},
+]
+
+
+def write_inventory(root, teams):
+    gv = root / "group_vars"
+    gv.mkdir(parents=True, exist_ok=True)
+    (root / "hosts.yml").write_text(yaml.safe_dump({"all": {
+        "hosts": {"localhost": {"ansible_connection": "local"}},
+        "children": {"gpu_nodes": {"children": {
+            "pool_h100": {"hosts": {"gpu-h100-1": {}}},
+            "pool_l40s": {"hosts": {"gpu-l40s-1": {}}}}}}}}))
+    (gv / "all.yml").write_text(yaml.safe_dump({
+        "gpu_operator_chart_version": "v26.7.0",
+        "gpu_operator_chart_repo_url": "https://mirror.example/helm/nvidia",
+        "gpu_operator_image_mirror": "mirror.example:5000/nvidia",
+        "gpu_operator_driver_plan": {"driver_enabled": True, "toolkit_enabled": True, "errors": [], "warnings": [],
+                                     "node_labels": {"gpu-h100-1": {"nvidia.com/gpu.deploy.driver": "false"}}},
+        "gpu_operator_time_slicing": {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}},
+        "gitops_repo_url": "https://git.example/platform/gitops.git",
+        "gitops_repo_path": "clusters/prod-gpu",
+        "tenants_list": teams}))
+    (gv / "pool_h100.yml").write_text(yaml.safe_dump({
+        "mig_profile": "all-1g.10gb", "node_prereqs_pool": {"accelerator": "h100", "trust": "mixed"},
+        "node_prereqs_pool_taints": [{"key": "workload", "value": "training", "effect": "NoSchedule"}]}))
+    (gv / "pool_l40s.yml").write_text(yaml.safe_dump({"node_prereqs_pool": {"accelerator": "l40s"}}))
+    return str(root)
+
+
+def export(inv, out, **kw):
+    return run_playbook(PLAYBOOK, dict(os.environ), inventory=inv, extra_vars={"gitops_export_dir": str(out)}, **kw)
+
+
+def test_export_is_deterministic_complete_and_prunes(tmp_path):
+    inv = write_inventory(tmp_path / "inv", TEAMS)
+    out = tmp_path / "gitops"
+    first = export(inv, out)
+    assert first.rc == 0, first
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml"))
+    assert "root.yaml" in files and "apps/01-gpu-platform-gpu-operator.yaml" in files
+    assert "platform/configmap-gpu-operator-time-slicing-config.yaml" in files
+    assert "teams/networkpolicy-team-a-tenant-default-deny.yaml" in files
+    assert "nodes/gpu-h100-1.yaml" in files
+    node = yaml.safe_load((out / "nodes" / "gpu-h100-1.yaml").read_text())
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert node["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] == "false"
+    assert node["metadata"]["labels"]["gpu.skaffon.io/accelerator"] == "h100"
+    assert node["spec"]["taints"] == [{"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}]
+    app = yaml.safe_load((out / "apps" / "01-gpu-platform-gpu-operator.yaml").read_text())
+    values = app["spec"]["source"]["helm"]["valuesObject"]
+    assert values["devicePlugin"]["config"]["name"] == "time-slicing-config"
+    assert values["operator"]["repository"].startswith("mirror.example:5000/nvidia")
+    snapshot = dict((f, (out / f).read_bytes()) for f in files)
+
+    again = export(inv, out)
+    assert again.rc == 0 and again.changed() == 0, again
+    assert dict((f, (out / f).read_bytes()) for f in files) == snapshot
+
+    (out / "README.md").write_text("kept: not generated")
+    write_inventory(tmp_path / "inv", TEAMS[:1])
+    check = export(inv, out, check=True)
+    assert check.rc == 0 and check.changed() == 1
+    assert (out / "teams" / "namespace-cluster-team-b.yaml").exists()  # check mode removed nothing
+    pruned = export(inv, out)
+    assert pruned.rc == 0, pruned
+    assert not (out / "teams" / "namespace-cluster-team-b.yaml").exists()
+    assert (out / "README.md").exists()
+
+
+def test_export_validates_against_the_crds_and_kubernetes_schemas(tmp_path):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    import jsonschema
+    crd_path = os.path.join(SHARED, "argo-cd", "crds", "application-crd.yaml")
+    if not os.path.exists(crd_path):
+        pytest.skip("../shared/upstream not found")
+    inv = write_inventory(tmp_path / "inv", TEAMS)
+    out = tmp_path / "gitops"
+    assert export(inv, out).rc == 0
+    schema = yaml.safe_load(open(crd_path))["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kinds = set()
+    for path in out.rglob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            kinds.add(doc["kind"])
+            if doc["apiVersion"].startswith("argoproj.io/"):
+                jsonschema.validate(doc, schema)
+            else:
+                kubernetes_validate.validate(doc, "1.35.0", strict=True)
+    assert {"Application", "Namespace", "ResourceQuota", "NetworkPolicy", "RoleBinding", "ConfigMap", "Node"} <= kinds

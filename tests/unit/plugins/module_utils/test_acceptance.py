@@ -1,0 +1,164 @@
+"""Hand-over checks: runner, inputs from the inventory, protocol and JUnit rendering."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_checks  # noqa: F401
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_inputs import checks_input
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_report import junit, markdown
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
+
+
+class FakeKube:
+    def __init__(self, objects=None, fail_create=None):
+        self.objects = objects or {}
+        self.deleted = []
+        self.fail_create = fail_create
+
+    def get(self, api_version, kind, name, namespace=None):
+        return self.objects.get((kind, name))
+
+    def list(self, api_version, kind, namespace=None, **kw):
+        return [o for (k, _name), o in sorted(self.objects.items()) if k == kind], "1"
+
+    def create(self, body, dry_run=False):
+        if self.fail_create:
+            raise self.fail_create
+        return body
+
+    def delete(self, api_version, kind, name, namespace=None, **kw):
+        self.deleted.append((kind, name))
+
+
+def ctx(kube, **params):
+    base = dict(operator_namespace="gpu-operator", cluster_policy="cluster-policy", gpu_nodes=[],
+                test_namespace="gpu-acceptance", cuda_image="img", pod_timeout=1, tolerations=[])
+    base.update(params)
+    return acceptance.Context(kube, base, clock=iter(range(1000)).__next__)
+
+
+def node(name, allocatable, **labels):
+    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+
+
+def test_unknown_check_id_is_refused_with_the_list():
+    with pytest.raises(DomainError) as err:
+        acceptance.validate_ids(["gpus-visible", "gpu-visible"])
+    assert "gpu-visible" in err.value.msg and "operator-healthy" in err.value.msg
+
+
+def test_results_come_in_protocol_order_and_api_errors_are_fails():
+    kube = FakeKube()
+    kube.get = lambda *a, **k: (x for x in ()).throw(ApiError("GET", "Node", "gpu-1", status=403, message="no"))
+    results = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-1"}]), ["runbooks", "gpus-visible"])
+    assert [r.id for r in results] == ["gpus-visible", "runbooks"]
+    assert results[0].status == acceptance.FAIL and "HTTP 403" in results[0].summary
+
+
+def test_gpus_visible_compares_the_count_with_replicas():
+    kube = FakeKube({("Node", "gpu-l40s-1"): node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **{"nvidia.com/gpu.count": "4"}),
+                     ("Node", "gpu-a"): node("gpu-a", {"nvidia.com/gpu": "2"}, **{"nvidia.com/gpu.count": "4"})})
+    ok = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-l40s-1", "mode": "time-slicing", "replicas": 4}]),
+                        ["gpus-visible"])[0]
+    assert ok.status == acceptance.PASS, ok.evidence
+    bad = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-a"}, {"name": "gpu-gone"}]), ["gpus-visible"])[0]
+    assert bad.status == acceptance.FAIL
+    assert "gpu-a: nvidia.com/gpu=2 -- offers 2, expected 4 (4 GPUs x 1)" in bad.evidence
+    assert "gpu-gone: no such Kubernetes node" in bad.evidence
+
+
+def test_quota_check_needs_a_403_exceeded_quota():
+    quota = {"metadata": {"name": "gpu"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    refused = FakeKube({("ResourceQuota", "gpu"): quota}, fail_create=ApiError(
+        "CREATE", "Pod", "x", "team-a", status=403, message='pods "x" is forbidden: exceeded quota: gpu'))
+    res = acceptance.run(ctx(refused, quota_team={"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}),
+                         ["quota-enforced"])[0]
+    assert res.status == acceptance.PASS and "asking nvidia.com/gpu: 9" in res.evidence[0]
+    admitted = FakeKube({("ResourceQuota", "gpu"): quota})
+    res = acceptance.run(ctx(admitted, quota_team={"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}),
+                         ["quota-enforced"])[0]
+    assert res.status == acceptance.FAIL
+    assert acceptance.run(ctx(admitted), ["quota-enforced"])[0].status == acceptance.SKIP
+
+
+def test_update_rehearsed_needs_an_upgrade_and_a_rollback():
+    up = {"action": "upgrade", "result": "success", "from_version": "v26.3.3", "to_version": "v26.7.0"}
+    down = {"action": "rollback", "result": "success", "from_version": "v26.7.0", "to_version": "v26.3.3"}
+    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up]), ["update-rehearsed"])[0].status == "FAIL"
+    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up, down]), ["update-rehearsed"])[0].status == "PASS"
+
+
+def test_runbooks_check_reads_the_directory(tmp_path):
+    for name in acceptance_checks.RUNBOOKS[:3]:
+        (tmp_path / (name + ".md")).write_text("x")
+    res = acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path)), ["runbooks"])[0]
+    assert res.status == "FAIL" and "quota-increase" in res.summary
+    (tmp_path / "quota-increase.md").write_text("x")
+    links = {"GpuXidFatal": "docs/runbooks/node-failure.md", "GpuHot": ""}
+    res = acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path), alert_runbook_links=links), ["runbooks"])[0]
+    assert res.status == "FAIL" and "GpuHot" in res.evidence[-1]
+    links["GpuHot"] = "https://git.example/docs/runbooks/driver-problem.md#hot"
+    assert acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path), alert_runbook_links=links),
+                          ["runbooks"])[0].status == "PASS"
+
+
+def test_inputs_follow_the_roles_variables():
+    hostvars = {
+        "gpu-h100-1": {"mig_profile": "all-1g.10gb", "node_prereqs_pool_taints": [
+            {"key": "workload", "value": "training", "effect": "NoSchedule"}]},
+        "gpu-l40s-1": {"node_prereqs_node_name": "gpu-l40s-1.example", "gpu_node": {"gpu_count": 4}},
+        "gpu-x": {"mig_profile": "all-disabled"},
+    }
+    ts = {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1.example": "l40s"}}
+    tenants = [{"name": "team-x", "quota": {"requests.cpu": "4"}},
+               {"name": "team-a", "quota": {"requests.nvidia.com/gpu": 8}}]
+    out = checks_input(hostvars, ["gpu-h100-1", "gpu-l40s-1", "gpu-x"], ts, tenants)
+    assert out["gpu_nodes"] == [
+        {"name": "gpu-h100-1", "mode": "mig", "mig_config": "all-1g.10gb"},
+        {"name": "gpu-l40s-1.example", "mode": "time-slicing", "replicas": 4, "gpu_count": 4},
+        {"name": "gpu-x", "mode": "exclusive"}]
+    assert {"key": "gpu.skaffon.io/workload", "operator": "Equal", "value": "training",
+            "effect": "NoSchedule"} in out["tolerations"]
+    assert out["quota_team"] == {"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}
+    assert out["teams"] == ["team-x", "team-a"]
+
+
+RESULTS = [
+    {"id": "operator-healthy", "title": "GPU Operator healthy", "status": "PASS", "summary": "ok | fine",
+     "evidence": ["ClusterPolicy ready"], "seconds": 0.5},
+    {"id": "queues-fair", "title": "Queues", "status": "SKIP", "summary": "no backend", "evidence": [], "seconds": 0},
+    {"id": "cuda-test", "title": "CUDA", "status": "FAIL", "summary": "timed out <pod>", "evidence": ["a & b"],
+     "seconds": 1.25},
+]
+META = {"cluster": "prod-gpu", "date": "2026-12-01 10:00 UTC", "operator_version": "v26.7.0"}
+
+
+def test_protocol_is_deterministic_and_complete():
+    text = markdown(RESULTS, META)
+    assert text == markdown(RESULTS, META)
+    assert "| Cluster | prod-gpu |" in text and "| GPU Operator chart | v26.7.0 |" in text
+    assert "Result: 1 passed, 1 failed, 1 skipped of 3 checks." in text
+    assert "| 3 | `cuda-test` CUDA | **FAIL** | timed out <pod> |" in text
+    assert "ok \\| fine" in text and "- a & b" in text and "## Sign-off" in text
+
+
+def test_junit_parses_and_marks_failures_and_skips():
+    root = ET.fromstring(junit(RESULTS, META))
+    assert root.get("tests") == "3" and root.get("failures") == "1" and root.get("skipped") == "1"
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["cuda-test"].find("failure").get("message") == "timed out <pod>"
+    assert "a & b" in cases["cuda-test"].find("failure").text
+    assert cases["queues-fair"].find("skipped") is not None
+    assert cases["operator-healthy"].find("failure") is None
+
+
+def test_kai_split_quota_first_then_weights_with_limits():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import kai_split
+    two = [{"name": "a", "quota": 2, "limit": -1, "weight": 1}, {"name": "b", "quota": 2, "limit": -1, "weight": 3}]
+    assert kai_split(two, 8) == {"a": 3, "b": 5}       # the issue's case: 2+1 and 2+3
+    capped = [{"name": "a", "quota": 2, "limit": 3, "weight": 1}, {"name": "b", "quota": 0, "limit": -1, "weight": 1}]
+    assert kai_split(capped, 8) == {"a": 3, "b": 5}    # a's limit caps it; b takes the rest
+    assert kai_split([{"name": "a", "quota": 2, "limit": -1, "weight": 0},
+                      {"name": "b", "quota": 1, "limit": -1, "weight": 0}], 8) == {"a": 2, "b": 1}
