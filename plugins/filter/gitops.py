@@ -39,10 +39,7 @@ def gitops_platform_objects(operator_namespace, psa_version="latest", time_slici
 
 
 def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
-    try:
-        return node_patches(hostvars, hosts, plan, time_slicing)
-    except ValueError as exc:
-        raise AnsibleFilterError(str(exc))
+    return node_patches(hostvars, hosts, plan, time_slicing)   # node_pools raises AnsibleFilterError itself
 
 
 class FilterModule(object):

@@ -105,22 +105,23 @@ def node_patch(name, labels, taints):
 
 def node_patches(hostvars, hosts, plan=None, time_slicing=None):
     """{node: {labels, taints}}: what node_prereqs, the driver plan, MIG and time-slicing put on each GPU node."""
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node_labels import node_labels_taints
+    from ansible_collections.skaffon.gpu_platform.plugins.filter.node_pools import (
+        node_pool_labels, node_pool_taints, node_taint_list)
 
     out = {}
     ts_nodes = (time_slicing or {}).get("nodes") or {}
     for host in hosts:
         hv = hostvars.get(host) or {}
         name = hv.get("node_prereqs_node_name") or host
-        result = node_labels_taints({}, hv.get("node_prereqs_label_prefix") or "gpu.skaffon.io/",
-                                    hv.get("node_prereqs_pool") or {}, hv.get("node_prereqs_pool_taints") or [],
-                                    ((plan or {}).get("node_labels") or {}).get(name) or {})
-        labels = dict((k, v) for k, v in result["labels"].items() if v is not None)
+        prefix = hv.get("node_prereqs_label_prefix") or "gpu.skaffon.io/"
+        labels = node_pool_labels({}, hv.get("node_prereqs_pool") or {}, prefix,
+                                  ((plan or {}).get("node_labels") or {}).get(name) or {})
+        taints = node_taint_list([], node_pool_taints(hv.get("node_prereqs_pool_taints"), prefix, host), prefix)
         if hv.get("mig_profile"):
             labels[upstream.LABEL_MIG_CONFIG] = hv["mig_profile"]
         if name in ts_nodes:
             labels[upstream.LABEL_DEVICE_PLUGIN_CONFIG] = ts_nodes[name]
-        out[name] = {"labels": labels, "taints": result["taints"]}
+        out[name] = {"labels": labels, "taints": taints}
     return out
 
 
