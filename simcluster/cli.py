@@ -76,6 +76,7 @@ def start(cluster_path, port=0, host="127.0.0.1"):
     check_crd_files(spec.get("crds") or [], cluster_path)
     store = Store()
     server = APIServer(store, host, port)
+    server.api_faults.replace((spec.get("faults") or {}).get("api_errors") or [])
     load_crds(store, spec.get("crds") or [])
     handle = None
     twins = _optional("simcluster.twins")

@@ -31,6 +31,7 @@ FAULTS = {
     "mig_apply_fails": list,                # node names: mig-parted fails to apply -> failed
     "device_plugin_crashloop": list,        # node names: device plugin pod CrashLoopBackOff
     "image_pull_fail": list,                # image references that never pull
+    "api_errors": list,                     # API requests answered with an error (api_faults.py)
 }
 NFD_MODES = ("operator", "preinstalled", "absent")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -99,7 +100,13 @@ def validate(data, base_dir=".", source="cluster file"):
             _err("faults.%s" % key, "unknown fault; known: %s" % ", ".join(sorted(FAULTS)))
         if not isinstance(value, FAULTS[key]):
             _err("faults.%s" % key, "must be a %s" % FAULTS[key].__name__)
-        if FAULTS[key] is list and key != "image_pull_fail":
+        if key == "api_errors":
+            from .api_faults import validate as validate_api_errors  # local, like gpu_models
+            try:
+                value = validate_api_errors(value)
+            except ValueError as exc:
+                raise ClusterFileError(str(exc))
+        elif FAULTS[key] is list and key != "image_pull_fail":
             for name in value:
                 if name not in seen:
                     _err("faults.%s" % key, "node %r is not in nodes" % name)

@@ -16,7 +16,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import managed, openapi, protobuf, tables
+from . import api_faults, managed, openapi, protobuf, tables
 from .discovery import Discovery
 from .errors import ApiError
 from .openapi import OpenAPI
@@ -33,10 +33,11 @@ except ImportError:  # pragma: no cover
     yaml = None
 
 REASONS = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
-           403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
+           401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
            409: "Conflict", 410: "Gone", 415: "Unsupported Media Type",
            422: "Unprocessable Entity", 429: "Too Many Requests",
-           500: "Internal Server Error"}
+           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+           504: "Gateway Timeout"}
 
 PATCH_TYPES = {
     "application/json-patch+json": "json",
@@ -73,6 +74,7 @@ class APIServer(ThreadingHTTPServer):
         self.discovery = Discovery(self.registry)
         self.openapi = OpenAPI(self.registry)
         self.stats = Stats()
+        self.api_faults = api_faults.ApiFaults()  # injected errors (simcluster/api_faults.py)
         self.stopping = False
         super().__init__((host, port), Handler)
 
@@ -185,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self._route(req)
         except ApiError as exc:
-            self._send_json(exc.code, exc.status(), req)
+            self._send_json(exc.code, exc.status(), req, getattr(exc, "headers", ()))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug: answer like the API server does, log it
@@ -213,13 +215,13 @@ class Handler(BaseHTTPRequestHandler):
         if LOG_REQUESTS:
             sys.stderr.write("simcluster:   -> %d %s\n" % (code, body[:300]))
 
-    def _send_json(self, code, obj, req=None):
+    def _send_json(self, code, obj, req=None, extra=()):
         if req is not None and isinstance(obj, dict) and self._wants_protobuf(req) \
                 and protobuf.can_encode(obj.get("kind", "")):
-            self._send(code, protobuf.encode(obj), protobuf.CONTENT_TYPE, req)
+            self._send(code, protobuf.encode(obj), protobuf.CONTENT_TYPE, req, extra)
             return
         self._send(code, json.dumps(obj, separators=(",", ":")).encode(), "application/json",
-                   req)
+                   req, extra)
 
     def _wants_protobuf(self, req):
         accept = req.accept
@@ -281,6 +283,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["stats", "reset"] and req.method == "POST":
             stats.reset()
             return self._send_json(200, stats.snapshot())
+        if parts == ["api_errors"]:
+            return self._send_json(200, self.server.api_faults.endpoint(req.method, req.body))
         raise _not_found_path()
 
     def _openapi(self, req, parts):
@@ -393,6 +397,7 @@ class ResourceContext:
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource")
         self.stats.count(verb, self.info.key + ("/" + self.sub if self.sub else ""))
+        self.h.server.api_faults.check(verb, self.info, self.namespace, self.name, self.sub)
 
     def serve(self):
         m = self.req.method

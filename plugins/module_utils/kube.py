@@ -63,6 +63,35 @@ def _connection_refused(exc):
     return "NewConnectionError" in text or "Connection refused" in text
 
 
+def _transport(exc, verb):
+    """(message, hint) for a failure below HTTP: refused, timed out, dropped."""
+    cause = getattr(exc, "reason", None)   # urllib3 MaxRetryError wraps the real one
+    inner = cause if isinstance(cause, Exception) else exc
+    text = "%s %s" % (type(inner).__name__, inner)
+    if _connection_refused(exc):
+        return ("connection refused",
+                "is the API server running, and does the kubeconfig (server, context) point at it?")
+    if "Timeout" in text or "timed out" in text:
+        message, hint = "no answer in time (%s)" % _short(text), "the API server is overloaded or unreachable"
+    elif "Name or service not known" in text or "nodename nor servname" in text or "resolve" in text:
+        return "%s" % _short(text), "the API server's host name does not resolve: check the kubeconfig"
+    else:
+        message, hint = "connection lost (%s)" % _short(text), "the API server closed the connection (restarting?)"
+    if verb not in READ_VERBS:
+        hint += "; the change may have been applied before the connection was lost: re-run the task, it reads first"
+    return message, hint
+
+
+def _short(text):
+    text = " ".join(str(text).split())
+    # drop urllib3's object reprs: "<urllib3.connection.HTTPConnection object at 0x..>: "
+    while "<" in text and ">: " in text:
+        start = text.index("<")
+        end = text.index(">: ", start) + 3
+        text = text[:start] + text[end:]
+    return text[:300]
+
+
 def plural(kind):
     low = kind.lower()
     if low.endswith("y"):
@@ -72,11 +101,17 @@ def plural(kind):
     return low + "s"
 
 
+def rbac_resource(kind):
+    """"Pod log" -> pods/log, "Node" -> nodes (the resource an RBAC rule names)."""
+    base, _sep, sub = kind.partition(" ")
+    return plural(base) + ("/" + sub.lower() if sub else "")
+
+
 def forbidden_hint(verb, kind, namespace):
     rbac_verb = {"GET": "get", "LIST": "list", "WATCH": "watch", "CREATE": "create", "PATCH": "patch",
                  "APPLY": "patch", "REPLACE": "update", "DELETE": "delete"}.get(verb, verb.lower())
     scope = ("in namespace %s (a Role)" % namespace) if namespace else "cluster-wide (a ClusterRole)"
-    return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, plural(kind), scope)
+    return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, rbac_resource(kind), scope)
 
 
 class Kube(object):
@@ -107,11 +142,11 @@ class Kube(object):
                 hint = STATUS_HINTS[500]
             return ApiError(verb, kind, name, namespace, status=status, reason=getattr(exc, "reason", None),
                             message=_server_message(exc), hint=hint, url=self.url)
-        return ApiError(verb, kind, name, namespace, status=None, message="%s: %s" % (type(exc).__name__, exc),
-                        hint="check that the API server runs and the kubeconfig points at it", url=self.url)
+        message, hint = _transport(exc, verb)
+        return ApiError(verb, kind, name, namespace, status=None, message=message, hint=hint, url=self.url)
 
-    def call(self, verb, kind, name, namespace, fn):
-        """Run fn(); translate every failure, retrying where that is safe."""
+    def call(self, verb, kind, name, namespace, fn, retry=True):
+        """Run fn(); translate every failure, retrying where that is safe (never when retry=False)."""
         deadline = self._clock() + self.retry_seconds
         delay = 0.5
         while True:
@@ -124,7 +159,7 @@ class Kube(object):
                     err.status is None and _connection_refused(exc))
                 wait = _retry_after(exc) if err.status == 429 else None
                 wait = delay if wait is None else wait
-                if not retriable or self._clock() + wait > deadline:
+                if not retry or not retriable or self._clock() + wait > deadline:
                     raise err
                 self._sleep(wait)
                 delay = min(delay * 2, 4.0)
@@ -169,7 +204,28 @@ class Kube(object):
         result = as_dict(self.call("LIST", kind, None, namespace, lambda: res.get(**params)))
         return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion")
 
+    def log(self, name, namespace, container=None, tail_lines=None):
+        """Text of a pod's container log (GET pods/log)."""
+        core = self._core()
+        kwargs = dict((k, v) for k, v in (("container", container), ("tail_lines", tail_lines)) if v)
+        return self.call("GET", "Pod log", name, namespace,
+                         lambda: core.read_namespaced_pod_log(name, namespace, **kwargs))
+
+    def _core(self):
+        from kubernetes.client import CoreV1Api  # the module base guards the import
+        return CoreV1Api(self.dynamic.client)
+
     # -- writes ------------------------------------------------------------------
+    def evict(self, name, namespace, dry_run=False):
+        """policy/v1 Eviction. Not retried here: 429 means a PodDisruptionBudget refuses it now,
+        which the caller decides about (kubectl drain retries it)."""
+        core = self._core()
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if dry_run:
+            body["deleteOptions"] = {"dryRun": [DRY_RUN_ALL]}
+        return self.call("CREATE", "Pod eviction", name, namespace,
+                         lambda: core.create_namespaced_pod_eviction(name, namespace, body), retry=False)
+
     @staticmethod
     def _dry(params, dry_run):
         if dry_run:

@@ -28,6 +28,11 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
 
 
+# Options shared by several modules; documented by the doc fragments of the same names.
+WAIT_ARG_SPEC = {"timeout": dict(type="int", default=600)}              # doc_fragments/wait.py
+OPERATOR_ARG_SPEC = {"operator_namespace": dict(type="str")}            # doc_fragments/operator.py
+
+
 def k8s_argspec(argument_spec):
     """AUTH_ARG_SPEC plus the module's own options."""
     spec = copy.deepcopy(AUTH_ARG_SPEC)

@@ -31,6 +31,7 @@ CLUSTER_POLICY_VERSION = "v1"
 CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 CLUSTER_POLICY_NAME = "cluster-policy"
+CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 
 CP_STATE_READY = "ready"
 CP_STATE_NOT_READY = "notReady"
@@ -104,12 +105,31 @@ OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"   # toolkit container install
 NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtime handler name
 
 # --- GPU Operator chart and Deployment (area: operator / gpu_operator role) ---
-OPERATOR_APP_SELECTOR = "app=gpu-operator"  # label of the operator Deployment and its pods
+# The chart labels the operator Deployment app.kubernetes.io/component=gpu-operator
+# (GPU_OPERATOR_COMPONENT_SELECTOR); only its pod template also has app=gpu-operator.
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
 ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
 
 # --- Tenants: namespaces, quotas, NetworkPolicy, RBAC (roles/tenants) ----------------
 # (names added by the tenants work go here)
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"      # recommended label (kubernetes.io docs)
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every Namespace by the API server
+PSA_VERSION_SUFFIX = "-version"                         # pod-security.kubernetes.io/<mode>-version
+PSA_LATEST = "latest"
+SYSTEM_NAMESPACE_PREFIX = "kube-"                       # kube-system, kube-public, kube-node-lease
+SYSTEM_NAMESPACES = ("default",)
+QUEUE_BACKEND_NAMESPACES = ("kai-scheduler", "kueue-system")   # chart namespaces (FACTS.md)
+TENANT_CLUSTER_ROLES = ("admin", "edit", "view")        # user-facing ClusterRoles of every cluster
+RBAC_API_GROUP = "rbac.authorization.k8s.io"
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+NETWORKING_API_VERSION = "networking.k8s.io/v1"
+# Cluster DNS: kubeadm's and most distributions' CoreDNS pods and Service.
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
+DNS_PORT = 53
+# Quota keys that are native resources (everything else with a '/' is an extended resource).
+QUOTA_NATIVE_PREFIXES = ("count/", "hugepages-", "requests.hugepages-", "limits.hugepages-")
+QUOTA_STORAGE_CLASS_MARKER = ".storageclass.storage.k8s.io/"
 
 
 # --- Queue backends: more KAI Scheduler and Kueue names (roles/queues) ----------------
@@ -122,3 +142,14 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Platform design (filter platform_design) -----------------------------------------
 # (names added by the design work go here)
+
+
+# --- Module foundations: Kubernetes names the modules read (core) -----------------------
+COND_POD_READY = "Ready"                              # Pod condition
+TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep DaemonSet pods away
+WAITING_CRASH_LOOP = "CrashLoopBackOff"
+WAITING_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+POD_DONE_PHASES = ("Succeeded", "Failed")
+LABEL_NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"  # NFD: an NVIDIA PCI device
+OPERATOR_VALIDATOR_PREFIX = "nvidia-operator-validator"  # operand DaemonSet / pod name prefix
+GPU_OPERATOR_CONTAINER = "gpu-operator"               # container of the operator Deployment (chart)

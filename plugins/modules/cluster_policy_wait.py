@@ -17,22 +17,34 @@ description:
     C(ready) B(and) the C(Ready) condition is C(True) with an accepted reason.
   - C(state=ready) with reason C(NoGPUNodes) or C(NFDLabelsMissing) serves no GPU at all; those reasons
     are accepted only when listed in O(accept_reasons).
+  - A ready ClusterPolicy does not mean every GPU node is served (a taint the operand DaemonSets do not
+    tolerate keeps them off a node). With O(expect_nodes) the wait also lasts until each of those nodes
+    offers C(nvidia.com/gpu), C(nvidia.com/gpu.shared) or C(nvidia.com/mig-*) resources.
   - Handles a ClusterPolicy that does not exist yet (waits for its creation).
   - On timeout fails with diagnostics - the Ready condition message (C(states not ready)), operand
-    DaemonSets with unavailable counts, operand pods with their waiting reasons (for example the
-    validator in C(Init:CrashLoopBackOff)) and hints for known causes.
+    DaemonSets with unavailable counts, operand pods with their waiting reasons and the last log line of
+    crashing containers, each expected node without GPUs and why (untolerated taint, operand not
+    scheduled, NFD label missing), and hints for known causes.
+  - Every Kubernetes API error ends in a message naming the verb, the object and the server's answer.
   - Read-only. In check mode it reports the current state once and does not wait.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - skaffon.gpu_platform.wait
+  - skaffon.gpu_platform.operator
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Reads the state once and does not wait.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+    details: Read-only.
 options:
   name:
     description: Name of the ClusterPolicy.
     type: str
     default: cluster-policy
-  timeout:
-    description: Seconds to wait before failing with diagnostics.
-    type: int
-    default: 600
   stable_for:
     description:
       - Seconds the accepted state must hold before the wait succeeds (it fails again if the state
@@ -41,11 +53,6 @@ options:
         has seen the new spec (the ClusterPolicy status has no C(observedGeneration)).
     type: int
     default: 0
-  operator_namespace:
-    description:
-      - Namespace of the operator Deployment (label C(app=gpu-operator)); default - where the
-        ClusterPolicy status says, or every namespace.
-    type: str
   wait_operator:
     description:
       - First wait until the operator Deployment is rolled out. A new operator pod that cannot start
@@ -61,6 +68,14 @@ options:
     elements: str
     default: [Reconciled]
     choices: [Reconciled, NoGPUNodes, NFDLabelsMissing]
+  expect_nodes:
+    description:
+      - Names of nodes that must offer GPUs (allocatable C(nvidia.com/gpu), C(nvidia.com/gpu.shared) or
+        C(nvidia.com/mig-*) greater than 0) before the wait succeeds.
+      - The role C(skaffon.gpu_platform.gpu_operator) passes the GPU nodes of its inventory.
+    type: list
+    elements: str
+    default: []
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -75,6 +90,10 @@ EXAMPLES = r"""
   skaffon.gpu_platform.cluster_policy_wait:
     stable_for: 10
 
+- name: Wait until the operator serves the GPUs of these nodes (fails naming each node that does not, and why)
+  skaffon.gpu_platform.cluster_policy_wait:
+    expect_nodes: [gpu-h100-1, gpu-l40s-1]
+
 - name: Accept a cluster without GPU nodes yet (CI, staging)
   skaffon.gpu_platform.cluster_policy_wait:
     accept_reasons: [Reconciled, NoGPUNodes]
@@ -83,7 +102,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ready:
-  description: Whether the ClusterPolicy reached an accepted ready state.
+  description: Whether the ClusterPolicy reached an accepted ready state (and every expected node offers GPUs).
   returned: always
   type: bool
 state:
@@ -114,80 +133,37 @@ operands:
   description: Operand DaemonSets and pods in the operator namespace (set when not ready).
   returned: when not ready
   type: dict
+nodes_without_gpus:
+  description: Expected nodes that offer no GPU, each with the reasons found.
+  returned: when not ready and O(expect_nodes) is set
+  type: dict
+  sample: {gpu-h100-1: ["taint gpu.skaffon.io/workload=training:NoSchedule is not tolerated by ..."]}
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import (
-    READY_REASONS,
-    ClusterPolicyWaiter,
-    evaluate,
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import READY_REASONS, run
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+    OPERATOR_ARG_SPEC,
+    WAIT_ARG_SPEC,
+    GpuPlatformModule,
 )
-
-try:
-    from kubernetes.dynamic.exceptions import ResourceNotFoundError
-except ImportError:
-    class ResourceNotFoundError(Exception):
-        """Placeholder; AnsibleK8SModule reports the missing kubernetes library."""
 
 
 def argspec():
-    spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(
+    spec = dict(
         name=dict(type="str", default="cluster-policy"),
-        timeout=dict(type="int", default=600),
         stable_for=dict(type="int", default=0),
-        operator_namespace=dict(type="str"),
         wait_operator=dict(type="bool", default=True),
         accept_reasons=dict(type="list", elements="str", default=["Reconciled"], choices=list(READY_REASONS)),
+        expect_nodes=dict(type="list", elements="str", default=[]),
     )
+    spec.update(WAIT_ARG_SPEC)
+    spec.update(OPERATOR_ARG_SPEC)
     return spec
 
 
-def run(module, client):
-    params = module.params
-    try:
-        waiter = ClusterPolicyWaiter(client.client, params["name"], params["accept_reasons"],
-                                     operator_namespace=params["operator_namespace"],
-                                     check_operator=params["wait_operator"])
-    except ResourceNotFoundError:
-        if module.check_mode:
-            # A check-mode install has not created the CRD: nothing to wait for yet.
-            module.exit_json(changed=False, ready=False, state=None, reason=None, status={}, waited=0.0,
-                             msg="ClusterPolicy CRD not installed yet (check mode)")
-        module.fail_json(msg="The ClusterPolicy CRD (clusterpolicies.nvidia.com) is not installed: "
-                             "install the GPU Operator chart before waiting on it", ready=False)
-    if module.check_mode:
-        obj = waiter.current()
-        done, summary = evaluate(obj, params["accept_reasons"])
-        module.exit_json(changed=False, ready=done, state=summary["state"], reason=summary["reason"],
-                         status=(obj or {}).get("status") or {}, waited=0.0)
-    done, obj, summary, waited = waiter.wait(params["timeout"], params["stable_for"])
-    result = dict(changed=False, ready=done, state=summary["state"], reason=summary["reason"],
-                  status=(obj or {}).get("status") or {}, waited=waited)
-    if done:
-        module.exit_json(**result)
-    lines, operands = waiter.diagnostics(obj, summary)
-    result.update(diagnostics=lines, operands=operands)
-    msg = "ClusterPolicy %s not ready after %ss: %s" % (params["name"], params["timeout"], " | ".join(lines))
-    module.fail_json(msg=msg, **result)
-
-
 def main():
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
-    for name in ("timeout", "stable_for"):
-        if module.params[name] < 0:
-            module.fail_json(msg="%s must be >= 0 seconds, got %s" % (name, module.params[name]))
-    try:
-        client = get_api_client(module)
-        run(module, client)
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+    module = GpuPlatformModule(argument_spec=argspec(), supports_check_mode=True)
+    module.execute(run)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Outcome dicts (hooks return one, or None to let the next decide):
 import hashlib
 import time
 
+from .. import netpol
 from .util import (clone, gpu_requests, now_iso, parse_quantity, pod_active, set_condition,
                    write_status)
 
@@ -53,7 +54,8 @@ def is_cuda_sample(image):
 class Kubelet:
     def __init__(self, ctx):
         self.ctx = ctx
-        self.hooks = []          # fn(pod, elapsed) -> outcome or None
+        # fn(pod, elapsed) -> outcome or None; agnhost `connect` probes follow NetworkPolicy
+        self.hooks = [netpol.probe_hook(ctx)]
         self.bound_at = {}       # pod uid -> monotonic time the kubelet first saw it bound
         self.started = {}        # pod uid -> iso time containers started
         self.ip = {}

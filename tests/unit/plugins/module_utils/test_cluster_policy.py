@@ -1,7 +1,11 @@
 """ClusterPolicy readiness: evaluation, kubectl-like pod states, diagnostics, watch loop."""
 import pytest
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import cluster_policy as cp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
 
 
 def policy(state, reason, status="True", message="", generation=1, observed=None, ns="gpu-operator"):
@@ -87,11 +91,13 @@ def test_diagnose_ready_but_no_gpu_hint(reason, needle):
 
 
 def test_diagnose_missing_object_and_operator():
-    lines = cp.diagnose(cp.evaluate(None)[1], [], [], None, operator_found=False)[0]
-    assert "never created" in lines[0] and "no gpu-operator Deployment" in lines[1]
+    lines = cp.diagnose(cp.evaluate(None)[1], [], [], None, operator_found=False, name="my-policy",
+                        operator_namespace="ops")[0]
+    assert lines[0].startswith("ClusterPolicy my-policy was never created")
+    assert "no operator Deployment labelled app.kubernetes.io/component=gpu-operator found in namespace ops" in lines[1]
 
 
-# --- watch loop with a fake dynamic client ----------------------------------------------------
+# --- watch loop through kube.Kube with a fake dynamic client --------------------------------
 
 class FakeList(object):
     def __init__(self, items, rv):
@@ -111,17 +117,15 @@ class FakeResource(object):
         return self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
 
 
-class FakeResources(object):
+class FakeDynamic(object):
     def __init__(self, resource):
+        self.resources = self
         self.resource = resource
+        self.client = None
+        self.configuration = None
 
     def get(self, **_kw):
         return self.resource
-
-
-class FakeClient(object):
-    def __init__(self, resource):
-        self.resources = FakeResources(resource)
 
 
 class Clock(object):
@@ -130,6 +134,15 @@ class Clock(object):
 
     def __call__(self):
         return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def make_kube(res, clock):
+    fake = FakeDynamic(res)
+    fake.client = fake
+    return Kube(fake, retry_seconds=5, sleep=clock.sleep, clock=clock)
 
 
 def make_watch(batches, clock, step=0.5):
@@ -153,6 +166,10 @@ def make_watch(batches, clock, step=0.5):
     return W, seen
 
 
+def waiter(res, W, clock, **kw):
+    return cp.ClusterPolicyWaiter(make_kube(res, clock), "cluster-policy", watch_factory=W, clock=clock, **kw)
+
+
 def test_wait_returns_on_the_event_that_makes_it_ready():
     clock = Clock()
     res = FakeResource([FakeList([], "10")])  # object not there yet
@@ -161,55 +178,63 @@ def test_wait_returns_on_the_event_that_makes_it_ready():
                {"type": "MODIFIED", "object": policy("ready", "Reconciled")},
                {"type": "MODIFIED", "object": policy("notReady", "Error", "False")}]]
     W, seen = make_watch(events, clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    done, obj, summary, waited = waiter.wait(60)
+    done, obj, summary, waited = waiter(res, W, clock).wait(60)
     assert done and summary["reason"] == "Reconciled"
     assert waited == 1.5  # third event, not the fourth
-    assert seen[0]["resource_version"] == "10"
+    assert seen[0]["resource_version"] == "10" and seen[0]["allow_watch_bookmarks"] is True
     assert seen[0]["field_selector"] == "metadata.name=cluster-policy"
 
 
 def test_wait_relists_after_410_and_times_out():
     clock = Clock()
-
-    class Gone(Exception):
-        status = 410
     res = FakeResource([FakeList([policy("notReady", "Error", "False")], "5"),
                         FakeList([policy("notReady", "Error", "False")], "50")])
-    W, seen = make_watch([[Gone()], []], clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    done, _obj, summary, waited = waiter.wait(10)
+    W, seen = make_watch([[ApiException(status=410, reason="Expired: too old resource version")], []], clock)
+    done, _obj, summary, waited = waiter(res, W, clock).wait(10)
     assert not done and summary["state"] == "notReady"
     assert seen[1]["resource_version"] == "50"  # resumed from the relist
     assert waited >= 10
 
 
-def test_wait_other_api_errors_propagate():
+def test_wait_resumes_after_a_dropped_stream_and_a_restarting_api_server():
     clock = Clock()
+    res = FakeResource([FakeList([policy("notReady", "Error", "False")], "5")])
+    dropped = ProtocolError("Response ended prematurely")
+    refused = MaxRetryError(None, "/apis", NewConnectionError(None, "[Errno 111] Connection refused"))
+    W, seen = make_watch([[{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}, dropped],
+                          [refused], [refused],
+                          [{"type": "MODIFIED", "object": policy("ready", "Reconciled")}]], clock)
+    done, _obj, summary, _waited = waiter(res, W, clock).wait(60)
+    assert done and summary["reason"] == "Reconciled"
+    assert [kw["resource_version"] for kw in seen] == ["5", "8", "8", "8"]  # bookmark's version resumed
+    assert len(res.calls) == 1   # no relist needed
 
-    class Forbidden(Exception):
-        status = 403
+
+def test_wait_gives_up_when_the_api_server_stays_away():
+    clock = Clock()
+    res = FakeResource([FakeList([], "5")])
+    refused = MaxRetryError(None, "/apis", NewConnectionError(None, "[Errno 111] Connection refused"))
+    W, _seen = make_watch([[refused]] * 50, clock)
+    with pytest.raises(ApiError) as err:
+        waiter(res, W, clock).wait(600)
+    assert str(err.value).startswith("WATCH ClusterPolicy cluster-policy: cannot reach the API server: "
+                                     "connection refused (is the API server running")
+    assert clock.now < 20   # bounded by the outage allowance (5 s here), not the 600 s wait
+
+
+def test_wait_other_api_errors_propagate_as_api_error():
+    clock = Clock()
     res = FakeResource([FakeList([], "1")])
-    W, _seen = make_watch([[Forbidden()]], clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    with pytest.raises(Forbidden):
-        waiter.wait(10)
+    W, _seen = make_watch([[ApiException(status=403, reason="Forbidden")]], clock)
+    with pytest.raises(ApiError) as err:
+        waiter(res, W, clock).wait(10)
+    assert err.value.status == 403 and "RBAC verb 'watch' on clusterpolicies cluster-wide" in str(err.value)
 
 
 def test_driver_not_ready_hint():
     _done, summary = cp.evaluate(policy("notReady", "DriverNotReady", "False", "driver pods not ready"))
     lines = cp.diagnose(summary, [], [], None)[0]
     assert any("nvidia.com/gpu.deploy.driver=false" in line for line in lines)
-
-
-def test_wait_unexpected_errors_are_not_retried_forever():
-    clock = Clock()
-    res = FakeResource([FakeList([], "1")])
-    W, seen = make_watch([[KeyError("kind")]], clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    with pytest.raises(KeyError):
-        waiter.wait(10)
-    assert seen[0]["serialize"] is False and seen[0]["deserialize"] is False
 
 
 def test_stable_for_rejects_a_stale_ready_that_drops():
@@ -220,8 +245,7 @@ def test_stable_for_rejects_a_stale_ready_that_drops():
               [{"type": "MODIFIED", "object": policy("ready", "Reconciled")}],
               []]
     W, seen = make_watch(events, clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    done, _obj, summary, waited = waiter.wait(60, stable_for=5)
+    done, _obj, summary, waited = waiter(res, W, clock).wait(60, stable_for=5)
     assert done and summary["reason"] == "Reconciled"
     assert waited == 6.0  # ready again at t=1.0, then held 5 s (third stream ends by timeout)
     assert seen[2]["timeout_seconds"] == 5
@@ -231,8 +255,7 @@ def test_stable_for_zero_returns_at_once():
     clock = Clock()
     res = FakeResource([FakeList([policy("ready", "Reconciled")], "3")])
     W, seen = make_watch([], clock)
-    waiter = cp.ClusterPolicyWaiter(FakeClient(res), "cluster-policy", watch_factory=W, clock=clock)
-    assert waiter.wait(60)[0] is True and seen == []
+    assert waiter(res, W, clock).wait(60)[0] is True and seen == []
 
 
 def deployment(generation=2, observed=2, replicas=1, updated=1, available=1, total=1):
@@ -254,7 +277,7 @@ def test_rollout_pending(dep, pending):
 
 def test_diagnose_names_a_stuck_operator_rollout():
     _done, summary = cp.evaluate(policy("ready", "Reconciled"))
-    lines = cp.diagnose(summary, [], [], None, operator_pending="0/1 updated, 0 available")[0]
+    lines = cp.diagnose(summary, [], [], None, operator_pending=("ns/op", "0/1 updated, 0 available"))[0]
     assert any("not rolled out (0/1 updated, 0 available)" in line and "cannot be trusted" in line for line in lines)
 
 
@@ -262,3 +285,76 @@ def test_diagnose_pull_failure_hint():
     _done, summary = cp.evaluate(policy("notReady", "OperandNotReady", "False", NOT_READY_MSG))
     lines = cp.diagnose(summary, [], [pod("gpu-operator-abc", waiting="ImagePullBackOff")], None)[0]
     assert any(line.startswith("hint: images cannot be pulled (gpu-operator-abc)") for line in lines)
+
+
+# --- expected nodes: what keeps GPUs off a node ------------------------------------------------
+
+def operand_ds(name, tolerations):
+    return {"metadata": {"name": name, "ownerReferences": [{"kind": "ClusterPolicy", "name": "cluster-policy"}]},
+            "spec": {"template": {"spec": {"nodeSelector": {"nvidia.com/gpu.deploy.device-plugin": "true"},
+                                           "tolerations": tolerations}}}}
+
+
+def gpu_node(name="gpu-1", taints=(), labels=None, alloc=None):
+    return {"metadata": {"name": name, "labels": labels if labels is not None else {
+        "feature.node.kubernetes.io/pci-10de.present": "true", "nvidia.com/gpu.present": "true"}},
+        "spec": {"taints": list(taints)}, "status": {"allocatable": alloc or {"cpu": "32"}}}
+
+
+CHART_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+POOL_TAINT = {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("tolerations,taint,ok", [
+    (CHART_TOLERATION, {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, True),
+    (CHART_TOLERATION, POOL_TAINT, False),
+    ([{"operator": "Exists"}], POOL_TAINT, True),                       # tolerates everything
+    ([{"key": "gpu.skaffon.io/workload", "value": "training"}], POOL_TAINT, True),   # Equal, any effect
+    ([{"key": "gpu.skaffon.io/workload", "value": "inference"}], POOL_TAINT, False),
+    ([{"key": "gpu.skaffon.io/workload", "operator": "Exists", "effect": "NoExecute"}], POOL_TAINT, False),
+])
+def test_tolerates_like_kubernetes(tolerations, taint, ok):
+    assert cp.tolerates(tolerations, taint) is ok
+
+
+def test_gpu_offer_counts_whole_shared_and_mig_resources():
+    assert cp.gpu_offer(gpu_node(alloc={"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7"})) == {
+        "nvidia.com/mig-1g.10gb": 7}
+    assert cp.gpu_offer(gpu_node(alloc={"nvidia.com/gpu.shared": "16"})) == {"nvidia.com/gpu.shared": 16}
+    assert cp.gpu_offer(None) == {}
+
+
+def test_why_no_gpus_names_the_untolerated_taint_and_the_daemonsets():
+    daemonsets = [operand_ds("nvidia-device-plugin-daemonset", CHART_TOLERATION),
+                  operand_ds("nvidia-mig-manager", CHART_TOLERATION + [{"operator": "Exists"}]),
+                  {"metadata": {"name": "gpu-operator-node-feature-discovery-worker"}, "spec": {}}]
+    why = cp.why_no_gpus("gpu-1", gpu_node(taints=[POOL_TAINT]), daemonsets, [])
+    assert why[0] == ("taint gpu.skaffon.io/workload=training:NoSchedule is not tolerated by the operand "
+                      "DaemonSets nvidia-device-plugin-daemonset: the operator runs no device plugin there; "
+                      "add a toleration for it to the chart value daemonsets.tolerations")
+    assert why[1] == "operand pods not scheduled on it (no nvidia-device-plugin-daemonset pod)"
+
+
+def test_why_no_gpus_nfd_label_and_crashing_plugin_with_its_last_log_line():
+    why = cp.why_no_gpus("gpu-1", gpu_node(labels={}), [], [])
+    assert why == ["NFD label feature.node.kubernetes.io/pci-10de.present=true is missing: NFD does not run on "
+                   "the node (or it has no NVIDIA PCI device)"]
+    crashing = pod("nvidia-device-plugin-daemonset-x", node="gpu-1", waiting="CrashLoopBackOff")
+    why = cp.why_no_gpus("gpu-1", gpu_node(), [operand_ds("nvidia-device-plugin-daemonset", [])], [crashing],
+                         {"nvidia-device-plugin-daemonset-x": "failed to initialize NVML: Unknown Error"})
+    assert why == ["device plugin pod nvidia-device-plugin-daemonset-x is CrashLoopBackOff: last log line: "
+                   "failed to initialize NVML: Unknown Error"]
+    assert cp.why_no_gpus("gpu-9", None, [], []) == ["node gpu-9 does not exist"]
+
+
+def test_wait_nodes_watches_until_every_expected_node_offers_gpus():
+    clock = Clock()
+    res = FakeResource([FakeList([gpu_node("gpu-1"), gpu_node("gpu-2", alloc={"nvidia.com/gpu": "8"})], "3")])
+    events = [[{"type": "MODIFIED", "object": gpu_node("gpu-1", alloc={"nvidia.com/gpu.shared": "4"})}]]
+    W, _seen = make_watch(events, clock)
+    w = waiter(res, W, clock, expect_nodes=["gpu-1", "gpu-2"])
+    assert w.wait_nodes(clock.now + 30) is True and w.node_reasons == {}
+    clock2 = Clock()
+    W2, _ = make_watch([], clock2)
+    w2 = waiter(FakeResource([FakeList([gpu_node("gpu-1")], "3")]), W2, clock2, expect_nodes=["gpu-1", "gpu-3"])
+    assert w2.wait_nodes(10) is False and sorted(w2.node_reasons) == ["gpu-1", "gpu-3"]

@@ -1,78 +1,80 @@
-"""cluster_policy_wait: thin module over ClusterPolicyWaiter (auth options, check mode, failure)."""
+"""cluster_policy_wait: thin module over cluster_policy.run (auth options, check mode, failure)."""
 import pytest
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import cluster_policy as cp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.modules import cluster_policy_wait as mod
 
 
-class Exit(Exception):
-    pass
+class FakeKube(object):
+    def __init__(self, served=True):
+        self._served = served
+
+    def served(self, api_version, kind):
+        return self._served
 
 
 class FakeModule(object):
-    def __init__(self, check_mode=False, **params):
+    def __init__(self, check_mode=False, served=True, **params):
         self.check_mode = check_mode
-        self.params = dict(name="cluster-policy", timeout=5, stable_for=0, accept_reasons=["Reconciled"],
-                           operator_namespace="gpu-operator", wait_operator=True)
+        self.kube = FakeKube(served)
+        self.params = dict(name="my-policy", timeout=5, stable_for=0, accept_reasons=["Reconciled"],
+                           operator_namespace="gpu-ops", wait_operator=True, expect_nodes=[])
         self.params.update(params)
-        self.result = None
-
-    def exit_json(self, **kw):
-        self.result = dict(kw, failed=False)
-        raise Exit()
-
-    def fail_json(self, **kw):
-        self.result = dict(kw, failed=True)
-        raise Exit()
 
 
 class FakeWaiter(object):
     calls = []
 
-    def __init__(self, client, name, accept_reasons, operator_namespace=None, check_operator=False):
-        FakeWaiter.calls.append((name, tuple(accept_reasons), operator_namespace, check_operator))
+    def __init__(self, kube, name, accept_reasons, operator_namespace=None, check_operator=False, expect_nodes=()):
+        FakeWaiter.calls.append((name, tuple(accept_reasons), operator_namespace, check_operator, tuple(expect_nodes)))
+        self.node_reasons = {}
 
     def current(self):
         return {"status": {"state": "ready", "conditions": [{"type": "Ready", "status": "True", "reason": "NoGPUNodes"}]}}
 
     def wait(self, timeout, stable_for=0):
-        return False, self.current(), {"state": "ready", "reason": "NoGPUNodes"}, float(timeout)
+        return False, self.current(), {"state": "ready", "reason": "NoGPUNodes", "exists": True}, float(timeout)
 
     def diagnostics(self, obj, summary):
-        return ["ClusterPolicy state=ready reason=NoGPUNodes", "hint: no GPU"], {"daemonsets": [], "pods": []}
-
-
-class Client(object):
-    client = object()
+        return ["ClusterPolicy my-policy state=ready reason=NoGPUNodes", "hint: no GPU"], {"daemonsets": [], "pods": []}
 
 
 @pytest.fixture(autouse=True)
-def fake_waiter(monkeypatch):
+def reset():
     FakeWaiter.calls = []
-    monkeypatch.setattr(mod, "ClusterPolicyWaiter", FakeWaiter)
 
 
-def test_argspec_has_kubernetes_core_auth_and_reason_choices():
+def test_argspec_has_shared_options_and_reason_choices():
     spec = mod.argspec()
-    for key in ("kubeconfig", "context", "host", "api_key", "validate_certs"):
-        assert key in spec
     assert spec["accept_reasons"]["choices"] == ["Reconciled", "NoGPUNodes", "NFDLabelsMissing"]
     assert spec["accept_reasons"]["default"] == ["Reconciled"]
+    assert spec["timeout"] == {"type": "int", "default": 600} and spec["operator_namespace"] == {"type": "str"}
+    assert spec["expect_nodes"] == {"type": "list", "elements": "str", "default": []}
 
 
 def test_check_mode_reads_once_and_never_fails():
-    module = FakeModule(check_mode=True)
-    with pytest.raises(Exit):
-        mod.run(module, Client())
-    assert module.result["failed"] is False and module.result["ready"] is False  # NoGPUNodes not accepted
-    assert module.result["waited"] == 0.0 and module.result["changed"] is False
+    res = cp.run(FakeModule(check_mode=True), FakeWaiter)
+    assert res["ready"] is False  # NoGPUNodes not accepted
+    assert res["waited"] == 0.0 and res["changed"] is False
 
 
-def test_timeout_fails_with_diagnostics():
-    module = FakeModule(timeout=7)
-    with pytest.raises(Exit):
-        mod.run(module, Client())
-    res = module.result
-    assert res["failed"] and res["ready"] is False and res["waited"] == 7.0
-    assert res["msg"].startswith("ClusterPolicy cluster-policy not ready after 7s: ClusterPolicy state=ready")
+def test_timeout_fails_with_diagnostics_naming_the_parameters():
+    with pytest.raises(DomainError) as err:
+        cp.run(FakeModule(timeout=7, expect_nodes=["gpu-1"]), FakeWaiter)
+    res = err.value.details
+    assert res["ready"] is False and res["waited"] == 7.0
+    assert err.value.msg.startswith("ClusterPolicy my-policy not ready after 7s: ClusterPolicy my-policy state=ready")
     assert res["diagnostics"][1] == "hint: no GPU"
-    assert FakeWaiter.calls[0] == ("cluster-policy", ("Reconciled",), "gpu-operator", True)
+    assert FakeWaiter.calls[0] == ("my-policy", ("Reconciled",), "gpu-ops", True, ("gpu-1",))
+
+
+def test_missing_crd_fails_in_normal_mode_and_not_in_check_mode():
+    assert cp.run(FakeModule(check_mode=True, served=False), FakeWaiter)["ready"] is False
+    with pytest.raises(DomainError, match="CRD .clusterpolicies.nvidia.com. is not installed"):
+        cp.run(FakeModule(served=False), FakeWaiter)
+
+
+def test_negative_timeout_is_refused_naming_it():
+    with pytest.raises(DomainError, match="timeout must be >= 0 seconds, got -1"):
+        cp.run(FakeModule(timeout=-1), FakeWaiter)

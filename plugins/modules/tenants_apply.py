@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: tenants_apply
+short_description: Converge the namespaces, quotas, NetworkPolicies and RoleBindings of all teams at once
+version_added: 0.1.0
+author: skaffon.gpu_platform contributors (@skaffon)
+description:
+  - Renders every team of O(tenants) into a Namespace (Pod Security labels), a ResourceQuota, a LimitRange,
+    NetworkPolicies (default deny in and out, same namespace, cluster DNS, listed namespaces and CIDRs) and
+    RoleBindings of identity-provider groups to the C(admin), C(edit) and C(view) ClusterRoles.
+  - Validates every team before anything is written; a problem names the team, the field, the value and the fix.
+    Refused - names that are not DNS-1123 labels, duplicates, system namespaces (C(kube-*), C(default), the GPU
+    Operator's and the queue backends'), extended resources in quota other than C(requests.*), quantities that do
+    not parse, MIG resources no mig-parted profile of the cluster offers, C(privileged) Pod Security, GPU quotas
+    above the cluster's GPUs (unless O(allow_overcommit)), invalid CIDRs and unknown keys. A team's C(queue) key
+    is accepted and ignored (the queues role reads it).
+  - Reads each kind once (Namespaces unfiltered, the others by the label
+    C(app.kubernetes.io/managed-by=skaffon.gpu_platform)), compares desired and live (quantities as numbers,
+    server defaults ignored) and writes only what differs - one request per object - in parallel
+    (O(parallel) at a time). Drift (for example a quota edited by hand) is set back and reported.
+  - Teams missing from O(tenants) are reported; their namespace is deleted only with O(prune), and a namespace
+    that still runs pods only with O(force) as well. Objects without the managed-by label are never changed.
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Computes the changes locally; no write request is sent (not even a dry run).
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+options:
+  tenants:
+    description: The teams (the role's C(tenants_list)); see the role documentation for the keys.
+    type: list
+    elements: raw
+    required: true
+  prune:
+    description: Delete the namespace of a managed team that is no longer listed.
+    type: bool
+    default: false
+  force:
+    description: With O(prune), delete such a namespace even when pods still run in it.
+    type: bool
+    default: false
+  allow_overcommit:
+    description: Accept GPU quotas whose sum exceeds the GPUs the cluster's nodes offer.
+    type: bool
+    default: false
+  cluster_gpus:
+    description: Number of GPUs to check the quotas against; default the sum of the nodes' allocatable C(nvidia.com/gpu).
+    type: int
+  mig_parted_config:
+    description:
+      - mig-parted config (text of C(config.yaml), or a ConfigMap) to check MIG quota resources against; default
+        the ConfigMap C(default-mig-parted-config) in O(operator_namespace).
+    type: raw
+  operator_namespace:
+    description: The GPU Operator's namespace (never a team's).
+    type: str
+    default: gpu-operator
+  reserved_namespaces:
+    description: More namespaces no team may take.
+    type: list
+    elements: str
+    default: []
+  default_pod_security:
+    description: Pod Security level of teams without C(pod_security).
+    type: str
+    choices: [baseline, restricted]
+    default: restricted
+  pod_security_version:
+    description: Value of the C(pod-security.kubernetes.io/*-version) labels (C(latest) or C(vX.Y)).
+    type: str
+    default: latest
+  dns_namespace:
+    description: Namespace of the cluster DNS pods the teams may reach on port 53.
+    type: str
+    default: kube-system
+  dns_pod_labels:
+    description: Labels of the cluster DNS pods (CoreDNS as installed by kubeadm).
+    type: dict
+    default: {k8s-app: kube-dns}
+  common_labels:
+    description: Labels put on every object of every team (team C(labels) win).
+    type: dict
+    default: {}
+  parallel:
+    description: Write requests in flight at once.
+    type: int
+    default: 8
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML
+"""
+
+EXAMPLES = r"""
+- name: Onboard the teams
+  skaffon.gpu_platform.tenants_apply:
+    tenants:
+      - name: team-a
+        quota: {requests.nvidia.com/gpu: 8, requests.cpu: "64", requests.memory: 512Gi}
+        limit_range:
+          default: {cpu: "2", memory: 8Gi}
+          default_request: {cpu: 500m, memory: 2Gi}
+        pod_security: restricted
+        groups: {admin: [idp-team-a-leads], edit: [idp-team-a], view: [idp-auditors]}
+        network:
+          egress_cidrs: [10.20.0.0/16]
+          ingress_from_namespaces: [monitoring]
+    prune: true
+
+- name: Show what would change (nothing is written)
+  skaffon.gpu_platform.tenants_apply:
+    tenants: "{{ tenants_list }}"
+  check_mode: true
+  diff: true
+"""
+
+RETURN = r"""
+summary:
+  description: Per kind, how many objects were created, updated, unchanged, deleted (and namespaces pruned).
+  returned: always
+  type: dict
+  sample: {Namespace: {created: 3, updated: 0, unchanged: 0, deleted: 0, pruned: 0}}
+changes:
+  description: Every object created, updated or deleted (in check mode - that would be).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{action: created, object: Namespace team-a}]
+drift:
+  description: Existing objects that differed from the inventory, with the fields set back.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{object: ResourceQuota team-a/tenant-quota, fields: [spec]}]
+orphans:
+  description: Managed teams missing from O(tenants) and what happened to them (kept, deleted, would_delete).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{team: team-old, namespace: team-old, action: kept, reason: "2 pod(s) still run in it"}]
+teams:
+  description: Names of the teams converged.
+  returned: always
+  type: list
+  elements: str
+requests:
+  description: API requests sent, by verb.
+  returned: always
+  type: dict
+  sample: {LIST: 5, CREATE: 21}
+"""
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import TenantsApply
+
+
+def argspec():
+    return dict(
+        tenants=dict(type="list", elements="raw", required=True),
+        prune=dict(type="bool", default=False),
+        force=dict(type="bool", default=False),
+        allow_overcommit=dict(type="bool", default=False),
+        cluster_gpus=dict(type="int"),
+        mig_parted_config=dict(type="raw"),
+        operator_namespace=dict(type="str", default="gpu-operator"),
+        reserved_namespaces=dict(type="list", elements="str", default=[]),
+        default_pod_security=dict(type="str", choices=["baseline", "restricted"], default="restricted"),
+        pod_security_version=dict(type="str", default="latest"),
+        dns_namespace=dict(type="str", default="kube-system"),
+        dns_pod_labels=dict(type="dict", default={"k8s-app": "kube-dns"}),
+        common_labels=dict(type="dict", default={}),
+        parallel=dict(type="int", default=8),
+    )
+
+
+def run(module):
+    return TenantsApply(module.kube, module.params, check_mode=module.check_mode, diff=module._diff,
+                        log=module.debug).run()
+
+
+def main():
+    GpuPlatformModule(argument_spec=argspec()).execute(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The names the modules read are the ones the REAL gpu-operator chart renders (issue 9).
+
+`helm template` of ../shared/upstream/gpu-operator/charts/gpu-operator-v26.7.0.tgz: the operator
+Deployment carries app.kubernetes.io/component=gpu-operator (only its pod template has app=),
+its container is gpu-operator, and no NFD object matches our selector.
+"""
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import OPERATOR_SELECTOR
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+CHART = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+HELM = os.path.join(REPO, ".venv", "bin", "helm")
+
+pytestmark = [pytest.mark.needs_shared,
+              pytest.mark.skipif(not os.path.exists(CHART), reason="real chart absent (../shared/upstream)")]
+
+
+def matches(selector, labels):
+    return all(labels.get(k) == v for k, v in (term.split("=", 1) for term in selector.split(",")))
+
+
+@pytest.fixture(scope="module", params=["gpu-operator", "my-release"])
+def rendered(request):
+    out = subprocess.run([HELM, "template", request.param, CHART, "-n", "ops"], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_operator_deployment_is_found_by_the_component_label_only(rendered):
+    workloads = [d for d in rendered if d["kind"] in ("Deployment", "DaemonSet")]
+    found = [d for d in workloads if matches(OPERATOR_SELECTOR, d["metadata"].get("labels") or {})]
+    assert [(d["kind"], d["metadata"]["name"]) for d in found] == [("Deployment", "gpu-operator")]
+    dep = found[0]
+    assert OPERATOR_SELECTOR == upstream.GPU_OPERATOR_COMPONENT_SELECTOR == "app.kubernetes.io/component=gpu-operator"
+    assert "app" not in dep["metadata"]["labels"]                       # the old selector found nothing
+    assert dep["spec"]["template"]["metadata"]["labels"]["app"] == "gpu-operator"
+    assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == [upstream.GPU_OPERATOR_CONTAINER]
+    # NFD (subchart) objects must not be mistaken for the operator
+    assert all(not matches(OPERATOR_SELECTOR, d["metadata"].get("labels") or {})
+               for d in workloads if "node-feature-discovery" in d["metadata"]["name"])
