@@ -7,4 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule  # noqa: F401
+from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule as K8sActionModule
+
+
+class ActionModule(K8sActionModule):
+    """kubernetes.core's k8s action: finds and decrypts the kubeconfig on the controller."""

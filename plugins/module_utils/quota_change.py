@@ -99,7 +99,7 @@ class QuotaChange(object):
         return quota
 
     def capacity(self, extended):
-        nodes, _ = self.kube.list("v1", "Node")
+        nodes = self.kube.list("v1", "Node")[0]
         total = 0
         for node in nodes:
             value = ((node.get("status") or {}).get("allocatable") or {}).get(extended, 0)
@@ -111,8 +111,8 @@ class QuotaChange(object):
 
     def others(self, team, resource):
         """Sum of the other teams' quota on this key (one LIST of our ResourceQuotas)."""
-        items, _ = self.kube.list("v1", "ResourceQuota", label_selector="%s=%s" % (
-            upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY))
+        items = self.kube.list("v1", "ResourceQuota", label_selector="%s=%s" % (
+            upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY))[0]
         total = 0
         for item in items:
             if item["metadata"].get("namespace") == team:
