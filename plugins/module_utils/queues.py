@@ -416,7 +416,21 @@ def team_queues(tenants):
     return out
 
 
-def render(backend, tenants, departments=None, pools=None):
+def kai_default_queue_block():
+    """The chart's default-queue with gpu limit 0: a pod without a queue label gets no GPU.
+
+    The chart creates it with quota 0 and limit -1 (free over-quota GPUs for
+    anyone who omits the label, which bypasses the team queues and the
+    admission policy); cpu and memory stay as the chart made them.
+    """
+    res = {"gpu": {"quota": 0, "limit": 0, "overQuotaWeight": 0},
+           "cpu": {"quota": 0, "limit": KAI_UNLIMITED, "overQuotaWeight": 1},
+           "memory": {"quota": 0, "limit": KAI_UNLIMITED, "overQuotaWeight": 1}}
+    return {"apiVersion": KAI_QUEUE_API_VERSION, "kind": "Queue", "metadata": {"name": KAI_DEFAULT_QUEUE},
+            "spec": {"parentQueue": KAI_DEFAULT_PARENT_QUEUE, "resources": res}}
+
+
+def render(backend, tenants, departments=None, pools=None, kai_default_queue="block"):
     """All queue objects of the backend, validated; [] for backend none."""
     if backend not in BACKENDS:
         _fail("tenants_queue_backend", backend, "unknown backend", "use one of %s" % ", ".join(BACKENDS))
@@ -427,7 +441,12 @@ def render(backend, tenants, departments=None, pools=None):
     if not isinstance(departments, list):
         _fail("queues_departments", departments, "not a list", "use a list of {name: ..., gpu: {quota: ...}}")
     if backend == "kai":
+        if kai_default_queue not in ("block", "open"):
+            _fail("queues_kai_default_queue", kai_default_queue, "unknown choice",
+                  "use block (no GPUs without a queue label) or open (the chart's free default-queue)")
         objects = render_kai(teams, departments)
+        if kai_default_queue == "block":
+            objects.append(kai_default_queue_block())
     else:
         if departments:
             _fail("queues_departments", [d.get("name") for d in departments if isinstance(d, dict)],
@@ -468,3 +487,55 @@ def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
             taints = prev["taints"] + [t for t in taints if t not in prev["taints"]]
         pools[name] = {"labels": labels, "taints": taints}
     return pools
+
+
+# -- chart values ---------------------------------------------------------------------------
+
+# Where each chart spells its image registry / repository (the charts differ in shape).
+KAI_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"      # values global.registry (+ /<component name>)
+KUEUE_REPOSITORY = "registry.k8s.io/kueue/kueue"          # controllerManager.manager.image.repository
+
+
+def _merge(base, over):
+    out = dict(base)
+    for k, v in (over or {}).items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=None, user_values=None):
+    """Helm values for the backend's chart: the mirror and pull secrets, then the user's values."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import mirror_repository
+    if image_mirror is not None and (not isinstance(image_mirror, str) or "://" in image_mirror
+                                     or " " in image_mirror or not image_mirror.strip("/")):
+        _fail("queues_image_mirror", image_mirror, "not a registry prefix",
+              "use a prefix like registry.local:5000/mirror (no scheme)")
+    if mirror_layout not in ("path", "flat"):
+        _fail("queues_image_mirror_layout", mirror_layout, "unknown layout", "use path or flat")
+    secrets = []
+    for i, s in enumerate(pull_secrets or []):
+        name = s.get("name") if isinstance(s, dict) else s
+        if not isinstance(name, str) or not name:
+            _fail("queues_image_pull_secrets[%d]" % i, s, "not a secret name", "list Secret names")
+        secrets.append({"name": name})
+    values = {}
+    if backend == "kai":
+        if image_mirror:
+            repo = mirror_repository(KAI_REGISTRY, image_mirror, mirror_layout) if mirror_layout == "path" \
+                else image_mirror.rstrip("/")
+            values["global"] = {"registry": repo}
+        if secrets:
+            values.setdefault("global", {})["imagePullSecrets"] = secrets
+    elif backend == "kueue":
+        cm = {}
+        if image_mirror:
+            repo = mirror_repository(KUEUE_REPOSITORY, image_mirror, mirror_layout) if mirror_layout == "path" \
+                else "%s/kueue" % image_mirror.rstrip("/")
+            cm["manager"] = {"image": {"repository": repo}}
+        if secrets:
+            cm["imagePullSecrets"] = secrets
+        if cm:
+            values["controllerManager"] = cm
+    if user_values is not None and not isinstance(user_values, dict):
+        _fail("queues_values", user_values, "not a mapping", "give chart values as a mapping")
+    return _merge(values, user_values or {})

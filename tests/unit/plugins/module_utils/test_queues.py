@@ -63,7 +63,12 @@ def fail(fn, *args, **kw):
 def test_kai_queues_render_all_three_resources_and_pass_the_crd():
     objs = q.render("kai", [kai_team("team-a", 2, 1), kai_team("team-b", 2, 3)], DEPTS)
     queues = [o for o in objs if o["kind"] == "Queue"]
-    assert [o["metadata"]["name"] for o in queues] == ["research", "team-a", "team-b"]
+    assert [o["metadata"]["name"] for o in queues] == ["research", "team-a", "team-b", "default-queue"]
+    # the chart's default-queue (quota 0, limit -1) would hand out free GPUs to unlabelled pods
+    assert queues[3]["spec"]["resources"]["gpu"] == {"quota": 0, "limit": 0, "overQuotaWeight": 0}
+    assert queues[3]["spec"]["parentQueue"] == "default-parent-queue"
+    assert "default-queue" not in [o["metadata"]["name"] for o in q.render(
+        "kai", [kai_team("team-a", 2)], DEPTS, kai_default_queue="open")]
     b = queues[2]["spec"]
     assert b["parentQueue"] == "research"
     assert b["resources"]["gpu"] == {"quota": 2, "limit": -1, "overQuotaWeight": 3}
