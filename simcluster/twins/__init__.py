@@ -13,6 +13,7 @@ from .gpu_operator import GpuOperator
 from .kai import KaiConfigDeployer, KaiOperator
 from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
+from .kueue import Kueue
 from .mig_manager import MigManager
 from .nodes import Nodes
 from .runtime import Runtime
@@ -58,7 +59,8 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiScheduler(ctx), ctx.kubelet]
+                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiScheduler(ctx),
+                           ctx.kubelet]
     return ctx, runtime
 
 
