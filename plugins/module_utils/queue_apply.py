@@ -31,8 +31,9 @@ def contains(have, want):
     if isinstance(want, list):
         return isinstance(have, list) and len(have) == len(want) and all(
             contains(h, w) for h, w in zip(have, want))
-    if isinstance(want, (int, float)) and not isinstance(want, bool) and \
-            isinstance(have, (int, float)) and not isinstance(have, bool):
+    if isinstance(want, bool) or isinstance(have, bool):
+        return isinstance(want, bool) and isinstance(have, bool) and have == want
+    if isinstance(want, (int, float)) and isinstance(have, (int, float)):
         return float(have) == float(want)
     return have == want
 
