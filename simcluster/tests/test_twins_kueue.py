@@ -152,3 +152,28 @@ def test_without_a_running_controller_nothing_is_queued():
         c.store.create("jobs.batch", job("train", "team-a", 1))
         c.settle()
         assert c.store.list(WL, "team-a") == []
+
+
+def test_fair_sharing_borrows_by_share_and_weight(kq):
+    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
+
+    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
+    per weight: team-a 2, team-b 4."""
+    kq.store.create(CQ, cluster_queue("lender", 4))
+    for team, weight in (("team-a", 1), ("team-b", 3)):
+        cq = kq.store.get(CQ, None, team)
+        cq["spec"]["fairSharing"] = {"weight": weight}
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
+        kq.store.update(CQ, cq)
+        kq.store.delete("localqueues.kueue.x-k8s.io", team, team)
+    for team in ("team-a", "team-b"):           # all pending at once: no LocalQueue yet
+        for i in range(4):
+            kq.store.create("jobs.batch", job("%s%d" % (team[-1], i), team, 1))
+    kq.wait(lambda: len(kq.store.list(WL)) == 8, what="8 workloads")
+    for team in ("team-a", "team-b"):
+        kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
+                                                      "metadata": {"name": team, "namespace": team},
+                                                      "spec": {"clusterQueue": team}})
+    kq.wait(lambda: len(kq.running("team-a")) + len(kq.running("team-b")) == 6, what="6 admitted")
+    kq.settle()
+    assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)

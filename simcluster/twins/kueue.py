@@ -13,9 +13,10 @@ Active only while the Deployment `kueue-controller-manager` has a ready pod
   (lendingLimit; null = all), within its borrowingLimit (null = unlimited).
   A Workload that does not fit and would stay within its nominal quota
   reclaims: workloads of cohort members that borrow are evicted, newest first
-  (preemption.reclaimWithinCohort != Never). With fair sharing (any
-  ClusterQueue of the cohort sets fairSharing) borrowers are evicted by
-  highest dominant resource share first (borrowed / lendable / weight);
+  (preemption.reclaimWithinCohort != Never). With fair sharing (a
+  ClusterQueue sets fairSharing) the pending workload whose queue would have
+  the lowest dominant resource share (borrowed / lendable / weight) goes
+  first, and borrowers are evicted highest share first;
 - on admission the Job gets the flavor's nodeLabels (nodeSelector) and
   tolerations and is unsuspended; eviction suspends it again (its pods go).
 Lowering a quota evicts nothing: only a pending Workload ever preempts.
@@ -287,7 +288,9 @@ class Kueue:
                 pending.append(wl)
         pending.sort(key=lambda w: (-(w["spec"].get("priority") or 0), w["metadata"].get("creationTimestamp") or "",
                                     w["metadata"]["name"]))
-        for wl in pending:
+        fair = any(c["spec"].get("fairSharing") for c in cqs.values())
+        while pending:
+            wl = pending.pop(self._next(pending, lqs, cqs, quotas) if fair else 0)
             ns = wl["metadata"]["namespace"]
             lq = lqs.get((ns, wl["spec"].get("queueName")))
             if lq is None:
@@ -311,6 +314,22 @@ class Kueue:
             quotas.add(cq["metadata"]["name"], choice[1])
             self._admit(wl, cq, choice, jobs, flavors)
             admitted.append(wl)
+
+    def _next(self, pending, lqs, cqs, quotas):
+        """Fair sharing: the workload whose ClusterQueue would have the lowest dominant resource share."""
+        best, best_key = 0, None
+        for i, wl in enumerate(pending):
+            lq = lqs.get((wl["metadata"]["namespace"], wl["spec"].get("queueName")))
+            cq = cqs.get((lq or {}).get("spec", {}).get("clusterQueue"))
+            if cq is None:
+                return i
+            first = next((f["name"] for rg in cq["spec"].get("resourceGroups") or [] for f in rg.get("flavors") or []),
+                         None)
+            extra = {(first, r): v for r, v in self._request(wl).items()}
+            key = (-(wl["spec"].get("priority") or 0), quotas.drs(cq, extra), i)
+            if best_key is None or key < best_key:
+                best, best_key = i, key
+        return best
 
     @staticmethod
     def _assigned(adm):
