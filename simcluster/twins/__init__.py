@@ -10,7 +10,10 @@ controller's.
 from .context import Ctx
 from .device_plugin import DevicePlugin
 from .gpu_operator import GpuOperator
+from .kai import KaiConfigDeployer, KaiOperator
+from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
+from .kueue import Kueue
 from .mig_manager import MigManager
 from .nodes import Nodes
 from .runtime import Runtime
@@ -52,11 +55,12 @@ def build(store, spec):
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
-    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook]
+    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook]
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Jobs(ctx), Scheduler(ctx), ctx.kubelet]
+                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiScheduler(ctx),
+                           ctx.kubelet]
     return ctx, runtime
 
 
