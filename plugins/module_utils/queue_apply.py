@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import overrides
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
 
 FIELD_MANAGER = "skaffon.gpu_platform.queues"
@@ -93,13 +94,26 @@ def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False
     for api, kind in kinds:
         items, _rv = kube.list(api, kind)
         existing[(api, kind)] = dict((_key(i), i) for i in items)
+    kept = []
     for o in desired:
         have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
+        if have is not None:
+            o, notes = overrides.honour(o, have)   # values a quota change raised stay until the inventory catches up
+            kept.extend(notes)
         meta = o["metadata"]
         row = {"kind": o["kind"], "name": meta["name"]}
         if meta.get("namespace"):
             row["namespace"] = meta["namespace"]
-        if have is not None and contains(have, {"metadata": {"labels": meta["labels"]}, "spec": o.get("spec", {})}):
+        owned_meta = {"labels": meta["labels"]}
+        if meta.get("annotations"):
+            owned_meta["annotations"] = meta["annotations"]
+        if have is not None and overrides.entries(have) and not overrides.entries(o):
+            # the inventory caught up with every value a quota change raised: drop the record
+            # (a merge patch: the quota job wrote it, so server-side apply would leave it)
+            kube.patch(o["apiVersion"], o["kind"], meta["name"], {"metadata": {"annotations": {
+                overrides.ANNOTATION: None}}}, namespace=meta.get("namespace"), dry_run=check_mode)
+            results.append({"kind": o["kind"], "name": meta["name"], "action": "update"})
+        if have is not None and contains(have, {"metadata": owned_meta, "spec": o.get("spec", {})}):
             row["action"] = "unchanged"
             results.append(row)
             continue
@@ -114,4 +128,4 @@ def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False
         diffs.append({"before": _view(have), "after": _view(after or o)})
         results.append(row)
     changed = any(r["action"] != "unchanged" for r in results)
-    return {"changed": changed, "objects": results, "diff": diffs}
+    return {"changed": changed, "objects": results, "diff": diffs, "overrides": kept}

@@ -21,13 +21,12 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants, upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import overrides, tenants, upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 RECORD_ANNOTATION = "gpu-platform.skaffon.io/quota-change"
 HISTORY_ANNOTATION = "gpu-platform.skaffon.io/quota-history"
-OVERRIDE_ANNOTATION = "gpu-platform.skaffon.io/quota-override"
 HISTORY_LENGTH = 20
 MEMORY_UNIT = "Gi"
 
@@ -155,16 +154,16 @@ class QuotaChange(object):
                     "quota_value %s would give the teams %s of %s together, the cluster offers %d: raise the "
                     "capacity first, lower another team, or set tenants_allow_overcommit=true" % (
                         wanted, _fmt(total), name, capacity), before=before)
-        steps = self.queue.plan(team, resource, old, wanted, raising=old is None or new_q > parse_quantity(old)) \
-            if self.queue is not None else []
+        raising = old is None or new_q > parse_quantity(old)
+        # the adapter orders its steps for the direction: parents first when raising, last when lowering
+        steps = self.queue.plan(team, resource, old, wanted, raising) if self.queue is not None else []
         record = self.record(quota, resource, old, wanted, used)
         current = quota["metadata"].get("annotations") or {}
         previous = dict((key, current.get(key)) for key in record)  # None deletes on undo (merge patch)
         quota_step = ("ResourceQuota %s/%s %s: %s -> %s" % (team, tenants.QUOTA_NAME, resource, old, wanted),
                       lambda: self.patch_quota(team, resource, wanted, record),
                       lambda: self.patch_quota(team, resource, old, previous))
-        raising = old is None or new_q > parse_quantity(old)
-        # raising: the queue (parents first) before the quota; lowering: the quota first, then the queue
+        # the ResourceQuota is innermost: after the queues when raising, before them when lowering
         ordered = steps + [quota_step] if raising else [quota_step] + steps
         result.update(changed=True, queue=[s[0] for s in steps], record=record,
                       plan=[s[0] for s in ordered])
@@ -185,14 +184,9 @@ class QuotaChange(object):
         except ValueError:
             history = []
         history = (history + [entry])[-HISTORY_LENGTH:]
-        try:
-            override = json.loads(annotations.get(OVERRIDE_ANNOTATION) or "{}")
-        except ValueError:
-            override = {}
-        override[resource] = {"value": new, "ticket": p["ticket"], "at": self.now}
         return {RECORD_ANNOTATION: json.dumps(entry, sort_keys=True),
                 HISTORY_ANNOTATION: json.dumps(history, sort_keys=True),
-                OVERRIDE_ANNOTATION: json.dumps(override, sort_keys=True)}
+                overrides.ANNOTATION: overrides.record(quota, ["spec", "hard", resource], new, p["ticket"], self.now)}
 
     def patch_quota(self, team, resource, value, annotations):
         patch = {"spec": {"hard": {resource: value}}}

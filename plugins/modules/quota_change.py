@@ -45,6 +45,9 @@ options:
     type: str
     choices: [none, kai, kueue]
     default: none
+  flavor:
+    description: Kueue - the flavor (node pool) whose nominal quota changes, when the team's ClusterQueue has several for the resource.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -78,6 +81,7 @@ def argspec():
         now=dict(type="str", required=True), allow_overcommit=dict(type="bool", default=False),
         cluster_gpus=dict(type="int"),
         queue_backend=dict(type="str", choices=["none", "kai", "kueue"], default="none"),
+        flavor=dict(type="str"),
     )
 
 
@@ -87,7 +91,7 @@ def run(module):
                   user=p["user"], job_id=p["job_id"] or None, allow_overcommit=p["allow_overcommit"],
                   cluster_gpus=p["cluster_gpus"])
     change = QuotaChange(module.kube, params, check_mode=module.check_mode, now=p["now"],
-                         queue=adapter(p["queue_backend"], module.kube))
+                         queue=adapter(p["queue_backend"], module.kube, p["ticket"], p["now"], p["flavor"]))
     result = change.run()
     if module._diff and result.get("changed"):
         result["diff"] = {"before": {p["resource"]: result["before"]["value"]},
