@@ -17,7 +17,7 @@ import weakref
 
 from simcluster.errors import ApiError, forbidden, not_found
 from simcluster.validation import builtin_fields, core, names, podsecurity, schema
-from simcluster.validation import disruption, limitranger
+from simcluster.validation import disruption, limitranger, vap
 from simcluster.validation import quota as quota_mod
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
@@ -167,6 +167,7 @@ def admit(store, op, resource, obj, old, *, dry_run=False, subresource=None,
 
     if is_custom:
         _admit_custom(st, store, resource, obj, old, op, field_validation, warnings)
+        vap.admit(store, op, resource, obj, old, user=user)
         return warnings
     try:
         return _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
@@ -219,6 +220,7 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
         warnings.extend(_pod_security(store, resource, obj, old, op))
     elif resource == "namespaces":
         warnings.extend(_namespace_security(store, obj, old, op))
+    vap.admit(store, op, resource, obj, old)   # ValidatingAdmissionPolicy runs before ResourceQuota
     if op == "CREATE" and ns:
         _quota(st, store, resource, obj)
     return warnings

@@ -126,6 +126,13 @@ BUILTINS = [
        "MutatingWebhookConfiguration", False, categories=["api-extensions"]),
     _b("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
        "ValidatingWebhookConfiguration", False, categories=["api-extensions"]),
+    # queues work: VAP evaluated by validation/vap.py; APIService stored only (Kueue's chart)
+    _b("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+       "ValidatingAdmissionPolicy", False, categories=["api-extensions"], subresources=_ST),
+    _b("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+       "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"]),
+    _b("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
+       categories=["api-extensions"], subresources=_ST),
     _b("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
        False, verbs=["create"]),
     _b("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
@@ -146,7 +153,9 @@ GENERATION = {"pods", "replicationcontrollers", "deployments.apps", "daemonsets.
               "networkpolicies.networking.k8s.io", "ingresses.networking.k8s.io",
               "customresourcedefinitions.apiextensions.k8s.io",
               "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-              "validatingwebhookconfigurations.admissionregistration.k8s.io"}
+              "validatingwebhookconfigurations.admissionregistration.k8s.io",
+              "validatingadmissionpolicies.admissionregistration.k8s.io",
+              "validatingadmissionpolicybindings.admissionregistration.k8s.io"}
 
 # Resources that only accept create and are never stored.
 VIRTUAL = {"selfsubjectaccessreviews.authorization.k8s.io",

@@ -19,7 +19,7 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants, upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import overrides, tenants, upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import (
     QuantityError,
@@ -203,6 +203,7 @@ class TenantsApply(object):
             common_labels=params.get("common_labels"),
         )
         self.requests = {}
+        self.overrides = []   # values a quota change raised that the inventory has not caught up with
         self._lock = threading.Lock()
 
     def _count(self, verb):
@@ -292,6 +293,8 @@ class TenantsApply(object):
             if current is None:
                 actions.append(("create", obj, None, None, []))
                 continue
+            obj, notes = overrides.honour(obj, current)
+            self.overrides.extend(notes)
             patch, fields, replace = plan_update(obj, current)
             if replace:
                 actions.append(("replace", obj, current, None, fields))
@@ -437,7 +440,8 @@ class TenantsApply(object):
         summary["Namespace"]["pruned"] = sum(1 for p in pruned if p["action"] in ("deleted", "would_delete"))
         changed = bool(changes) or summary["Namespace"]["pruned"] > 0
         result = {"changed": changed, "summary": summary, "changes": changes, "drift": drift,
-                  "orphans": pruned, "teams": [t["name"] for t in teams], "requests": dict(self.requests)}
+                  "orphans": pruned, "teams": [t["name"] for t in teams], "requests": dict(self.requests),
+                  "overrides": list(self.overrides)}
         if self.want_diff:
             result["diff"] = diffs
         if errors:

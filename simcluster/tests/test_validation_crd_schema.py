@@ -333,7 +333,7 @@ def test_compiled_schema_is_cached_per_crd(store):
     assert st.crds["clusterpolicies.nvidia.com"] is first
 
 
-# -- the few CEL rules recognised (everything else is skipped) ------------------------------
+# -- CEL rules of the real CRDs (evaluated by cel-python, see test_validation_cel.py) ---------
 
 def test_cel_immutability_rule_on_localqueue(store):
     lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
@@ -365,6 +365,8 @@ def test_cel_flavors_must_cover_all_resources(store):
                                 'have the same number of resources as the coveredResources')
 
 
-def test_unknown_cel_rules_are_skipped():
+def test_any_cel_rule_is_evaluated_and_unparsable_ones_are_skipped():
     from simcluster.validation import cel
-    assert cel.compile_rules([{"rule": "self.size() > 1", "message": "x"}]) == []
+    (transition, fn, msg), = cel.compile_rules([{"rule": "self.size() > 1", "message": "x"}])
+    assert (transition, fn(["a"], cel.MISSING), fn(["a", "b"], cel.MISSING)) == (False, "", None)
+    assert cel.compile_rules([{"rule": "self.size( >", "message": "x"}]) == []

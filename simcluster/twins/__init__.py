@@ -10,7 +10,10 @@ controller's.
 from .context import CLUSTER_POLICIES, Ctx
 from .device_plugin import DevicePlugin
 from .gpu_operator import GpuOperator
+from .kai import KaiConfigDeployer, KaiOperator
+from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
+from .kueue import Kueue
 from .mig_manager import MigManager
 from .nodes import Nodes
 from .runtime import Runtime
@@ -52,7 +55,7 @@ def build(store, spec):
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
-    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook]
+    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
     # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
     ctx.operator.unwatched = {"namespaces"}
@@ -60,7 +63,8 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Jobs(ctx), Scheduler(ctx), ctx.kubelet]
+                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiScheduler(ctx),
+                           ctx.kubelet]
     return ctx, runtime
 
 

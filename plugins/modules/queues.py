@@ -1,0 +1,92 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: queues
+short_description: Converge the teams' KAI Scheduler or Kueue queue objects
+version_added: 0.2.0
+author: skaffon.gpu_platform contributors (@skaffon)
+description:
+  - Applies the objects rendered by the P(skaffon.gpu_platform.queue_objects#filter) filter (KAI C(Queue)s, or
+    Kueue C(ResourceFlavor)s, C(ClusterQueue)s and C(LocalQueue)s, plus the queue-owner
+    C(ValidatingAdmissionPolicy) and its binding).
+  - Refuses before any write when the cluster does not serve a kind (the chosen backend is not installed).
+  - One LIST per kind; an object whose rendered fields are all present is left alone (second run
+    C(changed=false)); a changed one is written with server-side apply (field manager
+    C(skaffon.gpu_platform.queues)), so a field no longer rendered is removed.
+  - Objects of teams no longer listed are not deleted (a Kueue ClusterQueue or KAI Queue may still hold
+    running work).
+  - In check mode the writes are server-side dry runs; C(--diff) shows each changed object.
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+options:
+  backend:
+    description: The queue backend the objects belong to (named in messages).
+    type: str
+    required: true
+    choices: [kai, kueue]
+  objects:
+    description: Objects in apply order, as the P(skaffon.gpu_platform.queue_objects#filter) filter returns them.
+    type: list
+    elements: dict
+    required: true
+  allow_missing_kinds:
+    description:
+      - Report objects of kinds the cluster does not serve yet as to be created instead of failing.
+      - For check mode before the backend's chart is installed; never writes them.
+    type: bool
+    default: false
+requirements:
+  - kubernetes >= 24.2.0
+"""
+
+EXAMPLES = r"""
+- name: Apply the queues of every team
+  skaffon.gpu_platform.queues:
+    backend: kai
+    objects: "{{ tenants_list | skaffon.gpu_platform.queue_objects(backend='kai', departments=queues_departments) }}"
+"""
+
+RETURN = r"""
+objects:
+  description: One entry per object with the action taken (C(create), C(update), C(unchanged)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{kind: Queue, name: team-a, action: create}]
+"""
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queue_apply import converge
+
+
+def argspec():
+    return dict(
+        backend=dict(type="str", required=True, choices=["kai", "kueue"]),
+        objects=dict(type="list", elements="dict", required=True),
+        allow_missing_kinds=dict(type="bool", default=False),
+    )
+
+
+def run(module):
+    params = module.params
+    result = converge(module.kube, params["backend"], params["objects"], module.check_mode,
+                      params["allow_missing_kinds"] and module.check_mode)
+    if not module._diff:
+        result.pop("diff")
+    return result
+
+
+def main():
+    module = GpuPlatformModule(argument_spec=argspec())
+    module.execute(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Kueue twin: suspend, Workload, admission by nominal quota and cohort, reclaim, flavors, gang."""
+import os
+import re
+
+import pytest
+
+from simcluster.twins.testkit import TwinCluster, deployment
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLUSTER = os.path.join(HERE, "clusters", "kai-8gpu.yaml")
+WL = "workloads.kueue.x-k8s.io"
+CQ = "clusterqueues.kueue.x-k8s.io"
+API = "kueue.x-k8s.io/v1beta2"
+POOL = {"gpu.skaffon.io/accelerator": "h100"}
+TOL = {"key": "gpu.skaffon.io/workload", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+
+
+def cluster_queue(name, nominal, cohort="research", **extra):
+    res = {"name": "nvidia.com/gpu", "nominalQuota": nominal}
+    res.update(extra)
+    return {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+                     "cohortName": cohort, "preemption": {"reclaimWithinCohort": "Any"},
+                     "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                         {"name": "h100", "resources": [res]}]}]}}
+
+
+def job(name, ns, pods, queue=None):
+    labels = {"kueue.x-k8s.io/queue-name": queue or ns}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"parallelism": pods, "completions": pods, "template": {
+                "metadata": {"annotations": {"simcluster.skaffon.io/behaviour": "run"}},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+class KueueCluster(TwinCluster):
+    def __init__(self, manager=True, **kw):
+        super().__init__(CLUSTER, **kw)
+        for name in ("kueue-system", "team-a", "team-b"):
+            self.namespace(name, {"kubernetes.io/metadata.name": name})
+        node = self.store.get("nodes", None, "gpu-1")
+        node["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+        node["status"]["capacity"]["nvidia.com/gpu"] = "8"
+        self.store.update_status("nodes", node)
+        self.label("gpu-1", POOL)
+        if manager:
+            self.store.create("deployments.apps", deployment("kueue-controller-manager", "kueue-system",
+                                                             image="registry.k8s.io/kueue/kueue:v0.19.2"))
+            self.wait(lambda: (self.store.get("deployments.apps", "kueue-system", "kueue-controller-manager")
+                               .get("status") or {}).get("readyReplicas"), what="kueue running")
+        self.store.create("resourceflavors.kueue.x-k8s.io", {
+            "apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+            "spec": {"nodeLabels": dict(POOL), "tolerations": [dict(TOL)]}})
+        for team in ("team-a", "team-b"):
+            self.store.create(CQ, cluster_queue(team, 4))
+            self.store.create("localqueues.kueue.x-k8s.io", {
+                "apiVersion": API, "kind": "LocalQueue", "metadata": {"name": team, "namespace": team},
+                "spec": {"clusterQueue": team}})
+
+    def running(self, ns, prefix=""):
+        return sorted(p["metadata"]["name"] for p in self.pods(ns, prefix)
+                      if (p.get("status") or {}).get("phase") == "Running")
+
+    def workload(self, ns, job_name):
+        for w in self.store.list(WL, ns):
+            if w["metadata"]["name"].startswith("job-%s-" % job_name):
+                return w
+        return None
+
+
+@pytest.fixture
+def kq():
+    with KueueCluster() as c:
+        yield c
+        assert c.handle.errors == []
+
+
+def test_job_is_suspended_gets_its_workload_and_runs_on_the_flavor(kq):
+    kq.store.create("jobs.batch", job("train", "team-a", 2))
+    kq.wait(lambda: len(kq.running("team-a")) == 2, what="admitted job runs")
+    wl = kq.workload("team-a", "train")
+    assert re.match(r"^job-train-[0-9a-f]{5}$", wl["metadata"]["name"])
+    assert wl["status"]["admission"]["clusterQueue"] == "team-a"
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"nvidia.com/gpu": "h100"}
+    j = kq.store.get("jobs.batch", "team-a", "train")
+    assert j["spec"]["suspend"] is False
+    assert j["spec"]["template"]["spec"]["nodeSelector"] == POOL
+    assert TOL in j["spec"]["template"]["spec"]["tolerations"]
+
+
+def test_borrow_while_idle_then_reclaim_within_the_cohort(kq):
+    kq.store.create("jobs.batch", job("one", "team-a", 4))
+    kq.wait(lambda: len(kq.running("team-a")) == 4)
+    kq.store.create("jobs.batch", job("two", "team-a", 4))      # borrows team-b's idle 4
+    kq.wait(lambda: len(kq.running("team-a")) == 8, what="team-a runs 8 while team-b is idle")
+    kq.store.create("jobs.batch", job("mine", "team-b", 4))
+    kq.wait(lambda: len(kq.running("team-b")) == 4 and len(kq.running("team-a")) == 4, timeout=20,
+            what="team-b gets its 4 back")
+    evicted = kq.workload("team-a", "two")
+    conds = {c["type"]: c for c in evicted["status"]["conditions"]}
+    assert conds["Evicted"]["reason"] == "Preempted"
+    assert conds["Preempted"]["reason"] == "InCohortReclamation"
+    assert kq.store.get("jobs.batch", "team-a", "two")["spec"]["suspend"] is True
+    assert kq.running("team-a", "one")            # the older job keeps running
+
+
+def test_gang_of_4_with_room_for_3_starts_nothing_then_all(kq):
+    kq.store.create("jobs.batch", job("filler", "team-b", 4))
+    kq.store.create("jobs.batch", job("small", "team-a", 1))
+    kq.wait(lambda: len(kq.running("team-b")) == 4 and len(kq.running("team-a")) == 1)
+    kq.store.create("jobs.batch", job("gang", "team-a", 4))     # room for 3 in team-a's quota
+    kq.settle()
+    assert kq.running("team-a", "gang") == []
+    cond = [c for c in kq.workload("team-a", "gang")["status"]["conditions"] if c["type"] == "QuotaReserved"][0]
+    assert cond["message"] == ("couldn't assign flavors to pod set main: insufficient unused quota for "
+                               "nvidia.com/gpu in flavor h100, 1 more needed")
+    kq.store.delete("jobs.batch", "team-a", "small")
+    kq.wait(lambda: len(kq.running("team-a", "gang")) == 4, timeout=20, what="the whole gang")
+
+
+def test_lowered_quota_evicts_nothing(kq):
+    kq.store.create("jobs.batch", job("train", "team-a", 4))
+    kq.wait(lambda: len(kq.running("team-a")) == 4)
+    cq = kq.store.get(CQ, None, "team-a")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
+    kq.store.update(CQ, cq)
+    kq.settle()
+    assert len(kq.running("team-a")) == 4
+    assert "admission" in kq.workload("team-a", "train")["status"]
+
+
+def test_borrowing_limit_and_namespace_selector(kq):
+    cq = kq.store.get(CQ, None, "team-a")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 1
+    kq.store.update(CQ, cq)
+    kq.store.create("jobs.batch", job("big", "team-a", 6))      # 4 nominal + 1 borrowable < 6
+    kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
+                                                  "metadata": {"name": "steal", "namespace": "team-a"},
+                                                  "spec": {"clusterQueue": "team-b"}})
+    kq.store.create("jobs.batch", job("sneaky", "team-a", 1, queue="steal"))
+    kq.settle()
+    assert kq.running("team-a") == []
+    big = [c for c in kq.workload("team-a", "big")["status"]["conditions"] if c["type"] == "QuotaReserved"][0]
+    assert "1 more needed" in big["message"]
+    sneaky = [c for c in kq.workload("team-a", "sneaky")["status"]["conditions"] if c["type"] == "QuotaReserved"][0]
+    assert sneaky["message"] == "Workload namespace doesn't match ClusterQueue selector"
+
+
+def test_without_a_running_controller_nothing_is_queued():
+    with KueueCluster(manager=False) as c:
+        c.store.create("jobs.batch", job("train", "team-a", 1))
+        c.settle()
+        assert c.store.list(WL, "team-a") == []
+
+
+def test_fair_sharing_borrows_by_share_and_weight(kq):
+    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
+
+    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
+    per weight: team-a 2, team-b 4."""
+    kq.store.create(CQ, cluster_queue("lender", 4))
+    for team, weight in (("team-a", 1), ("team-b", 3)):
+        cq = kq.store.get(CQ, None, team)
+        cq["spec"]["fairSharing"] = {"weight": weight}
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
+        kq.store.update(CQ, cq)
+        kq.store.delete("localqueues.kueue.x-k8s.io", team, team)
+    for team in ("team-a", "team-b"):           # all pending at once: no LocalQueue yet
+        for i in range(4):
+            kq.store.create("jobs.batch", job("%s%d" % (team[-1], i), team, 1))
+    kq.wait(lambda: len(kq.store.list(WL)) == 8, what="8 workloads")
+    for team in ("team-a", "team-b"):
+        kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
+                                                      "metadata": {"name": team, "namespace": team},
+                                                      "spec": {"clusterQueue": team}})
+    kq.wait(lambda: len(kq.running("team-a")) + len(kq.running("team-b")) == 6, what="6 admitted")
+    kq.settle()
+    assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)

@@ -1,0 +1,143 @@
+"""roles/queues with the KAI Scheduler: the real chart (helm 3 and helm 4), queues, fair share, gang, policy."""
+import os
+
+import pytest
+
+from queues_helpers import (BIN, KAI_CHART, apply, gpu_job, inventory, kget, kubectl, play, running,
+                            start_cluster, wait_for)
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+LABEL = "kai.scheduler/queue"
+
+
+def settings(**over):
+    """group_vars/all.yml of a site with two teams in one department."""
+    values = {
+        "tenants_queue_backend": "kai",
+        "queues_chart_source": "archive",
+        "queues_chart_ref": KAI_CHART,
+        "queues_chart_version": "v0.17.0",
+        "queues_wait_timeout": 120,
+        "queues_departments": [{"name": "research", "gpu": {"quota": 4}}],
+        "tenants_list": [
+            {"name": "team-a", "queue": {"parent": "research", "gpu": {"quota": 2, "over_quota_weight": 1}}},
+            {"name": "team-b", "queue": {"parent": "research", "gpu": {"quota": 2, "over_quota_weight": 3}}},
+            {"name": "team-c", "queue": {"parent": "research", "gpu": {"quota": 0, "limit": 4}}},
+        ],
+    }
+    values.update(over)
+    return values
+
+
+@pytest.fixture(scope="module", params=["helm3", "helm4"])
+def installed(request, tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, "kai-" + request.param)
+    inv = inventory(tmp_path_factory.mktemp("inv"), settings())
+    first = play(sim, inv, queues_helm_binary=os.path.join(BIN, request.param))
+    yield sim, inv, request.param, first
+    sim.stop()
+
+
+def test_install_renders_queues_and_reruns_unchanged(installed):
+    sim, inv, helm, first = installed
+    assert first.rc == 0, first
+    assert first.changed() > 0
+    deps = {d["metadata"]["name"] for d in kget(sim, "deployments", "-n", "kai-scheduler")["items"]}
+    assert {"kai-operator", "kai-scheduler-default", "binder"} <= deps
+    b = kget(sim, "queue", "team-b")
+    assert b["spec"]["parentQueue"] == "research"
+    assert b["spec"]["resources"]["gpu"] == {"quota": 2, "limit": -1, "overQuotaWeight": 3}
+    assert kget(sim, "queue", "default-queue")["spec"]["resources"]["gpu"]["limit"] == 0
+    assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner")
+    again = play(sim, inv, queues_helm_binary=os.path.join(BIN, helm))
+    assert again.rc == 0, again
+    assert again.changed() == 0, again.data
+
+
+def test_check_mode_writes_nothing(installed, tmp_path):
+    sim, _inv, helm, _ = installed
+    changed = settings()
+    changed["tenants_list"][1]["queue"]["gpu"]["over_quota_weight"] = 5
+    inv = inventory(tmp_path, changed)
+    before = kget(sim, "queue", "team-b")["metadata"]["resourceVersion"]
+    res = play(sim, inv, check=True, diff=True, queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc == 0, res
+    assert res.changed() == 1
+    after = kget(sim, "queue", "team-b")
+    assert after["metadata"]["resourceVersion"] == before
+    assert after["spec"]["resources"]["gpu"]["overQuotaWeight"] == 3
+
+
+def test_fair_share_3_and_5_then_gang_waits_whole(installed):
+    sim, _inv, helm, _ = installed
+    if helm != "helm3":
+        pytest.skip("scheduling does not depend on the helm client: once is enough")
+    tol = [{"key": "gpu.skaffon.io/workload", "operator": "Equal", "value": "training", "effect": "NoSchedule"}]
+    for team in ("team-a", "team-b"):
+        job = gpu_job("train", team, 6, LABEL, team, scheduler="kai-scheduler")
+        job["spec"]["template"]["spec"]["tolerations"] = tol
+        apply(sim, job)
+    wait_for(lambda: (len(running(sim, "team-a")), len(running(sim, "team-b"))) == (3, 5), 60, "3 and 5 GPUs")
+    for team in ("team-a", "team-b"):
+        kubectl(sim, "delete", "job", "train", "-n", team)
+    wait_for(lambda: not running(sim, "team-a") and not running(sim, "team-b"), 60, "jobs gone")
+    # team-c: limit 4; one GPU in use leaves room for 3, so a gang of 4 starts no pod
+    small = gpu_job("small", "team-c", 1, LABEL, "team-c", scheduler="kai-scheduler")
+    small["spec"]["template"]["spec"]["tolerations"] = tol
+    apply(sim, small)
+    wait_for(lambda: len(running(sim, "team-c", "small")) == 1, 60, "small job runs")
+    apply(sim, {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": "gang", "namespace": "team-c"}, "spec": {"minMember": 4, "queue": "team-c"}})
+    for i in range(4):
+        apply(sim, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "gang-%d" % i, "namespace": "team-c", "labels": {LABEL: "team-c"},
+            "annotations": {"pod-group-name": "gang", "kai.scheduler/skip-podgrouper": "true",
+                            "simcluster.skaffon.io/behaviour": "run"}},
+            "spec": {"schedulerName": "kai-scheduler", "tolerations": tol, "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    wait_for(lambda: ((kget(sim, "podgroup", "gang", "-n", "team-c") or {}).get("status") or {})
+             .get("schedulingConditions"), 60, "gang marked unschedulable")
+    assert running(sim, "team-c", "gang") == []
+    cond = kget(sim, "podgroup", "gang", "-n", "team-c")["status"]["schedulingConditions"][0]
+    assert cond["reason"] == "OverLimit"
+    kubectl(sim, "delete", "job", "small", "-n", "team-c")
+    wait_for(lambda: len(running(sim, "team-c", "gang")) == 4, 60, "the whole gang")
+
+
+def test_a_pod_naming_another_teams_queue_is_refused(installed):
+    sim, _inv, helm, _ = installed
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "steal", "namespace": "team-a", "labels": {LABEL: "team-b"}},
+           "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "busybox"}]}}
+    res = apply(sim, pod, check=False)
+    assert res.returncode != 0
+    assert ("ValidatingAdmissionPolicy 'skaffon-queue-owner' with binding 'skaffon-queue-owner' denied request: "
+            "kai.scheduler/queue team-b is not the queue of namespace team-a") in res.stderr
+    # a Job (top owner: its label decides the pods' queue) is refused the same way
+    res = apply(sim, gpu_job("steal", "team-a", 1, LABEL, "team-b", scheduler="kai-scheduler"), check=False)
+    assert res.returncode != 0 and "denied request" in res.stderr
+
+
+def test_refused_before_any_write(installed, tmp_path):
+    sim, _inv, helm, _ = installed
+    bad = settings()
+    bad["tenants_list"][0]["queue"]["gpu"] = {"quota": 4, "limit": 2}
+    res = play(sim, inventory(tmp_path, bad), queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc != 0
+    assert any("tenants_list[0].queue.gpu.limit: below the quota 4" in m for m in res.failure_messages())
+    assert res.changed() == 0
+    assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
+
+
+def test_install_under_the_mirror(tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, "kai-mirror", registries=["registry.local:5000"])
+    try:
+        inv = inventory(tmp_path_factory.mktemp("inv"), settings(queues_image_mirror="registry.local:5000/mirror"))
+        res = play(sim, inv, queues_helm_binary=os.path.join(BIN, "helm3"))
+        assert res.rc == 0, res
+        images = {c["image"] for d in kget(sim, "deployments", "-n", "kai-scheduler")["items"]
+                  for c in d["spec"]["template"]["spec"]["containers"]}
+        assert "registry.local:5000/mirror/kai-scheduler/kai-scheduler/scheduler:v0.17.0" in images
+        assert all(i.startswith("registry.local:5000/mirror/") for i in images)
+    finally:
+        sim.stop()
