@@ -141,3 +141,17 @@ def test_install_under_the_mirror(tmp_path_factory):
         assert all(i.startswith("registry.local:5000/mirror/") for i in images)
     finally:
         sim.stop()
+
+
+def test_a_chosen_backend_that_is_not_installed_is_refused(installed, tmp_path):
+    sim, _inv, helm, _ = installed
+    other = {"tenants_queue_backend": "kueue", "queues_install": False, "queues_wait": False,
+             "queues_pools": {"h100": {"labels": {"gpu.skaffon.io/accelerator": "h100"}}},
+             "tenants_list": [{"name": "team-a", "queue": {"flavors": [
+                 {"name": "h100", "resources": {"nvidia.com/gpu": {"nominal": 4}}}]}}]}
+    res = play(sim, inventory(tmp_path, other), queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc != 0
+    assert any("tenants_queue_backend: kueue is chosen but the cluster does not serve ResourceFlavor" in m
+               for m in res.failure_messages()), res.failure_messages()
+    assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner")["spec"]["validations"][0][
+        "expression"].count("kai.scheduler/queue") == 2      # the KAI policy was not replaced
