@@ -259,7 +259,7 @@ def _kueue_amount(var, value, resource):
     return int(q)
 
 
-def _kueue_queue(idx, var, team, queue, pools):
+def _kueue_queue(var, team, queue, pools):
     _unknown(var, queue, KUEUE_KEYS)
     cohort = queue.get("cohort")
     if cohort is not None and not _DNS_LABEL.match(str(cohort)):
@@ -269,8 +269,8 @@ def _kueue_queue(idx, var, team, queue, pools):
         _fail(var + ".flavors", flavors, "missing or empty",
               "list the pools the team uses: [{name: <pool>, resources: {nvidia.com/gpu: {nominal: 4}}}]")
     covered = []
-    for j, fl in enumerate(flavors):
-        for r in sorted(((fl or {}).get("resources") or {})):
+    for fl in flavors:
+        for r in sorted(((fl or {}).get("resources") or {}) if isinstance(fl, dict) else ()):
             if r not in covered:
                 covered.append(r)
     out_flavors = []
@@ -342,8 +342,8 @@ def _preemption(var, value):
 
 def render_kueue(teams, pools):
     cqs, lqs = [], []
-    for idx, var, team, queue in teams:
-        cq, lq = _kueue_queue(idx, var, team, queue, pools)
+    for _idx, var, team, queue in teams:
+        cq, lq = _kueue_queue(var, team, queue, pools)
         cqs.append(cq)
         lqs.append(lq)
     used = sorted({f["name"] for cq in cqs for rg in cq["spec"]["resourceGroups"] for f in rg["flavors"]})
