@@ -155,3 +155,19 @@ def test_a_chosen_backend_that_is_not_installed_is_refused(installed, tmp_path):
                for m in res.failure_messages()), res.failure_messages()
     assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner")["spec"]["validations"][0][
         "expression"].count("kai.scheduler/queue") == 2      # the KAI policy was not replaced
+
+
+def test_check_mode_on_a_fresh_cluster_installs_and_writes_nothing(tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, "kai-check")
+    try:
+        inv = inventory(tmp_path_factory.mktemp("inv"), settings())
+        res = play(sim, inv, check=True, diff=True, queues_helm_binary=os.path.join(BIN, "helm4"))
+        assert res.rc == 0, res
+        assert res.changed() >= 2          # the chart and the queue objects would change
+        applied = res.task_results("Apply the queue objects")[0]
+        assert {o["name"] for o in applied["objects"]} >= {"research", "team-a", "team-b", "skaffon-queue-owner"}
+        assert kget(sim, "namespace", "kai-scheduler") is None
+        assert kget(sim, "crd", "queues.scheduling.run.ai") is None
+        assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner") is None
+    finally:
+        sim.stop()
