@@ -112,6 +112,9 @@ def test_fair_share_quotas_2_2_weights_1_3_on_8_gpus_both_asking_6(kai):
              what="3 and 5 GPUs")
     kai.settle()
     assert (kai.scheduled_count("team-a"), kai.scheduled_count("team-b")) == (3, 5)
+    status = kai.store.get(QUEUES, None, "team-b")["status"]
+    assert (status["allocated"]["nvidia.com/gpu"], status["requested"]["nvidia.com/gpu"]) == ("5", "6")
+    assert kai.store.get(QUEUES, None, "research")["status"]["allocated"]["nvidia.com/gpu"] == "8"
     pending = [p for p in kai.pods("team-a") if not p["spec"].get("nodeName")]
     cond = [c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]
     assert cond["reason"] == "Unschedulable"

@@ -128,6 +128,11 @@ def test_lowered_quota_evicts_nothing(kq):
     kq.settle()
     assert len(kq.running("team-a")) == 4
     assert "admission" in kq.workload("team-a", "train")["status"]
+    usage = kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"]
+    assert usage == [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "4", "borrowed": "3"}]}]
+    kq.store.delete("jobs.batch", "team-a", "train")
+    kq.wait(lambda: kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"][0]["resources"][0]["total"] == "0",
+            what="usage back to 0")
 
 
 def test_borrowing_limit_and_namespace_selector(kq):

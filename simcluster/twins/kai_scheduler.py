@@ -91,7 +91,10 @@ class KaiScheduler:
         mine = [p for p in pods if p["spec"].get("schedulerName") == SCHEDULER
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and not p["metadata"].get("deletionTimestamp")]
-        if not mine or not self.active():
+        if not self.active():
+            return
+        if not mine:
+            self._queue_status(self._queues())      # all pods gone: allocated back to 0
             return
         nodes = [n for n in self.ctx.list("nodes")]
         used, totals = self._capacity(nodes, pods)
@@ -119,6 +122,21 @@ class KaiScheduler:
             job = pending.pop(0)
             if self._try(job, jobs, queues, nodes, used) and job.pending:
                 pending.append(job)       # one step done (gang core or one elastic pod): re-queue
+        self._queue_status(queues)
+
+    def _queue_status(self, queues):
+        """status.allocated / allocatedNonPreemptible / requested, as KAI's queue-controller reports them."""
+        for q in queues.values():
+            obj = self.ctx.get_cached(QUEUES, q.name)
+            if obj is None:
+                continue
+            status = clone(obj.get("status") or {})
+            for field, attr in (("allocated", "allocated"), ("allocatedNonPreemptible", "allocated_np"),
+                                ("requested", "request")):
+                s = {r: getattr(q.shares[r], attr) for r in kai_share.RESOURCES}
+                status[field] = {"nvidia.com/gpu": _human(s["gpu"]), "cpu": "%dm" % round(s["cpu"]),
+                                 "memory": "%d" % round(s["memory"])}
+            write_status(self.ctx.store, QUEUES, obj, status)
 
     def _capacity(self, nodes, pods):
         used = {n["metadata"]["name"]: {"pods": 0} for n in nodes}
