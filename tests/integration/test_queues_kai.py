@@ -129,6 +129,31 @@ def test_refused_before_any_write(installed, tmp_path):
     assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
 
 
+def test_quota_lowered_below_use_is_refused_unless_allowed(installed, tmp_path):
+    sim, inv, helm, _ = installed
+    if helm != "helm3":
+        pytest.skip("the guard does not depend on the helm client")
+    hold = gpu_job("hold", "team-a", 1, LABEL, "team-a", scheduler="kai-scheduler", gpus=2)
+    hold["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu.skaffon.io/workload", "operator": "Exists", "effect": "NoSchedule"}]
+    apply(sim, hold)
+    wait_for(lambda: (((kget(sim, "queue", "team-a") or {}).get("status") or {}).get("allocated") or {})
+             .get("nvidia.com/gpu") == "2", 60, "team-a uses 2 GPUs")
+    lower = settings()
+    lower["tenants_list"][0]["queue"]["gpu"] = {"quota": 1, "limit": 1}
+    res = play(sim, inventory(tmp_path, lower), queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc != 0
+    assert any("Queue team-a: gpu quota 1 is below the 2 in use" in m for m in res.failure_messages())
+    assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
+    res = play(sim, inventory(tmp_path, lower), queues_helm_binary=os.path.join(BIN, helm),
+               queues_allow_quota_decrease=True)
+    assert res.rc == 0, res
+    assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["limit"] == 1
+    assert len(running(sim, "team-a", "hold")) == 1        # lowering evicts nothing
+    kubectl(sim, "delete", "job", "hold", "-n", "team-a")
+    assert play(sim, inv, queues_helm_binary=os.path.join(BIN, helm)).rc == 0
+
+
 def test_install_under_the_mirror(tmp_path_factory):
     sim = start_cluster(tmp_path_factory, "kai-mirror", registries=["registry.local:5000"])
     try:
