@@ -352,17 +352,21 @@ def render_kueue(teams, pools):
 
 # -- admission policy (KAI issue #2068) ---------------------------------------------------
 
-def queue_policy(backend, team_names):
+def queue_policy(backend, team_names, also_allowed=()):
     """Refuse, in a team namespace, any object whose queue label names another queue than the team's.
 
     Queue name = team name = namespace, so the rule needs no per-team table:
-    a new team only widens the binding's namespace list.
+    a new team only widens the binding's namespace list. `also_allowed`: queues
+    every team may name (KAI's default-queue when it is left open).
     """
     label = KAI_QUEUE_LABEL if backend == "kai" else KUEUE_QUEUE_LABEL
     rules = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
               "resources": ["*"], "scope": "Namespaced"}]
+    own = "== request.namespace"
+    if also_allowed:
+        own = "in [request.namespace, %s]" % ", ".join("'%s'" % q for q in also_allowed)
     expr = ("!has(object.metadata.labels) || !('{l}' in object.metadata.labels) || "
-            "object.metadata.labels['{l}'] == request.namespace").format(l=label)
+            "object.metadata.labels['{l}'] {own}").format(l=label, own=own)
     validations = [{
         "expression": expr,
         "messageExpression": ("'%s ' + object.metadata.labels['%s'] + ' is not the queue of namespace ' "
@@ -373,7 +377,7 @@ def queue_policy(backend, team_names):
         # a PodGroup names its queue in spec.queue (the pod-grouper copies the label there)
         validations.append({
             "expression": ("request.kind.kind != 'PodGroup' || !has(object.spec.queue) || "
-                           "object.spec.queue == request.namespace"),
+                           "object.spec.queue %s" % own),
             "messageExpression": ("'PodGroup queue ' + object.spec.queue + ' is not the queue of namespace ' "
                                   "+ request.namespace"),
             "reason": "Forbidden",
@@ -454,7 +458,9 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
                   "drop queues_departments")
         objects = render_kueue(teams, pools or {})
     if teams:
-        objects += queue_policy(backend, [t[2] for t in teams])
+        # the pod-grouper writes default-queue into the PodGroups of unlabelled pods: allowed only when open
+        extra = [KAI_DEFAULT_QUEUE] if backend == "kai" and kai_default_queue == "open" else []
+        objects += queue_policy(backend, [t[2] for t in teams], extra)
     return objects
 
 

@@ -262,7 +262,7 @@ class KaiScheduler:
         if q is None:
             return self._unschedulable(job, "QueueDoesNotExist",
                                        "Queue %s does not exist or its parent queue does not exist" % job.queue)
-        need = job.pending
+        need = job.pending            # placed in creation order; `want` of them together
         want = self._step(job)
         if want > len(job.pending):
             return self._unschedulable(job, "Unschedulable", "Waiting for %d pods of the pod group, %d exist" % (

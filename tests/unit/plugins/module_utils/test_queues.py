@@ -95,6 +95,11 @@ def test_kai_policy_refuses_other_queue_labels():
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
         "team-a", "team-b"]
     assert binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["validations"][1]["expression"].endswith("object.spec.queue == request.namespace")
+    # default-queue left open: its PodGroups (written by the pod-grouper) must pass in team namespaces
+    opened = q.render("kai", [kai_team("team-a", 2)], DEPTS, kai_default_queue="open")[-2]
+    assert opened["spec"]["validations"][1]["expression"].endswith(
+        "object.spec.queue in [request.namespace, 'default-queue']")
 
 
 @pytest.mark.parametrize("team,depts,needle", [
