@@ -194,3 +194,19 @@ def test_queue_whose_parent_is_missing_is_dropped(kai):
     kai.settle()
     msg = [c for c in kai.pods("team-a")[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
     assert msg.startswith("QueueDoesNotExist")
+
+
+def test_non_preemptible_workload_must_fit_in_quota(kai):
+    kai.store.create("priorityclasses.scheduling.k8s.io", {"apiVersion": "scheduling.k8s.io/v1",
+                                                          "kind": "PriorityClass", "metadata": {"name": "build"},
+                                                          "value": 100})
+    kai.store.create(QUEUES, queue("team-a", 2, parent="research"))
+    j = job("build", "team-a", 1, "team-a", gpus=3)
+    j["spec"]["template"]["spec"]["priorityClassName"] = "build"
+    kai.store.create("jobs.batch", j)
+    kai.settle()
+    assert kai.running("team-a") == []
+    msg = [c for c in kai.pods("team-a")[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
+    assert msg == ("NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 3 GPUs, "
+                   "but team-a quota is 2 GPUs, while 0 GPUs are already allocated for non-preemptible pods. "
+                   "Use a preemptible workload to go over quota.")
