@@ -210,3 +210,20 @@ def test_non_preemptible_workload_must_fit_in_quota(kai):
     assert msg == ("NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 3 GPUs, "
                    "but team-a quota is 2 GPUs, while 0 GPUs are already allocated for non-preemptible pods. "
                    "Use a preemptible workload to go over quota.")
+
+
+def test_a_departments_limit_caps_its_teams(kai):
+    dept = kai.store.get(QUEUES, None, "research")
+    dept["spec"]["resources"]["gpu"]["limit"] = 5
+    kai.store.update(QUEUES, dept)
+    kai.store.create(QUEUES, queue("team-a", 2, parent="research"))
+    kai.store.create(QUEUES, queue("team-b", 2, parent="research"))
+    kai.store.create("jobs.batch", job("train", "team-a", 4, "team-a"))
+    kai.store.create("jobs.batch", job("train", "team-b", 4, "team-b"))
+    kai.wait(lambda: kai.scheduled_count("team-a") + kai.scheduled_count("team-b") == 5)
+    kai.settle()
+    assert kai.scheduled_count("team-a") + kai.scheduled_count("team-b") == 5
+    pending = [p for ns in ("team-a", "team-b") for p in kai.pods(ns) if not p["spec"].get("nodeName")]
+    msgs = {[c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"] for p in pending}
+    assert any(m.startswith("OverLimit: research quota has reached the allowable limit of GPUs. Limit is 5 GPUs")
+               for m in msgs), msgs

@@ -182,3 +182,16 @@ def test_fair_sharing_borrows_by_share_and_weight(kq):
     kq.wait(lambda: len(kq.running("team-a")) + len(kq.running("team-b")) == 6, what="6 admitted")
     kq.settle()
     assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)
+
+
+def test_lending_limit_caps_what_the_cohort_borrows(kq):
+    cq = kq.store.get(CQ, None, "team-b")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = 2
+    kq.store.update(CQ, cq)
+    for i in range(4):
+        kq.store.create("jobs.batch", job("j%d" % i, "team-a", 2))
+    kq.wait(lambda: len(kq.running("team-a")) == 6, what="4 own + 2 lent")
+    kq.settle()
+    assert len(kq.running("team-a")) == 6
+    usage = kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"][0]["resources"][0]
+    assert (usage["total"], usage["borrowed"]) == ("6", "2")
