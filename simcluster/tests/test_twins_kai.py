@@ -118,6 +118,8 @@ def test_fair_share_quotas_2_2_weights_1_3_on_8_gpus_both_asking_6(kai):
     pending = [p for p in kai.pods("team-a") if not p["spec"].get("nodeName")]
     cond = [c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]
     assert cond["reason"] == "Unschedulable"
+    kai.store.delete("jobs.batch", "team-a", "train")
+    kai.wait(lambda: not kai.store.list(PODGROUPS, "team-a"), what="the Job's PodGroup collected")
 
 
 def test_reclaim_gives_the_late_team_its_share(kai):
@@ -129,7 +131,12 @@ def test_reclaim_gives_the_late_team_its_share(kai):
     kai.wait(lambda: (kai.scheduled_count("team-a"), kai.scheduled_count("team-b")) == (3, 5), timeout=20,
              what="reclaim to 3 and 5")
     assert kai.events(reason="Evict")
-    assert "was preempted by workload team-b/train" in kai.events(reason="Evict")[0]["message"]
+    # the workload is the PodGroup the pod-grouper made for the Job: pg-<job>-<job uid>
+    uid = kai.store.get("jobs.batch", "team-b", "train")["metadata"]["uid"]
+    assert kai.events(reason="Evict")[0]["message"].endswith(
+        "was preempted by workload team-b/pg-train-%s." % uid)
+    pg = kai.store.get(PODGROUPS, "team-b", "pg-train-%s" % uid)
+    assert (pg["spec"]["queue"], pg["spec"]["minMember"]) == ("team-b", 1)
 
 
 def podgroup(name, ns, min_member, queue_name):

@@ -3,9 +3,8 @@
 Runs only while the operator-deployed `kai-scheduler-default` and `binder`
 Deployments have ready pods (see kai.py). Each pass, like one KAI session:
 - jobs: pods with annotation `pod-group-name` form that PodGroup (minMember,
-  spec.queue); other pods group by their top owner (what the pod-grouper
-  does; minMember 1). Queue: the PodGroup's, else the top owner's
-  `kai.scheduler/queue` label, else the pod's, else `default-queue`;
+  spec.queue); the pod-grouper twin (kai.py) annotates the others with the
+  PodGroup of their top owner, and until then they wait;
 - fair share per resource from kai_share (the proportion plugin), with
   request = allocated + pending of every queue and its ancestors;
 - allocate: pending jobs in queue order (queues furthest below their fair
@@ -25,7 +24,6 @@ from .matching import matches_node_selector, tolerates, untolerated_taint
 from .util import clone, containers_requests, parse_quantity, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
-QUEUE_LABEL = "kai.scheduler/queue"
 PODGROUP_ANNOTATION = "pod-group-name"
 DEFAULT_QUEUE = "default-queue"
 QUEUES = "queues.scheduling.run.ai"
@@ -33,9 +31,6 @@ PODGROUPS = "podgroups.scheduling.run.ai"
 NON_PREEMPTIBLE = 100             # priority class value from which a job must fit in quota
 DEFAULT_PRIORITY = 50             # the chart's `train` class: what the pod-grouper gives a Job
 GPU = "nvidia.com/gpu"
-OWNER_RESOURCES = {"ReplicaSet": "replicasets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
-                   "StatefulSet": "statefulsets.apps", "CronJob": "cronjobs.batch",
-                   "DaemonSet": "daemonsets.apps"}
 EPS = 1e-9
 
 
@@ -193,23 +188,6 @@ class KaiScheduler:
                 out[q.parent].children.append(q.name)
         return out
 
-    def _top_owner(self, pod):
-        obj = pod
-        for _ in range(5):
-            ref = next((r for r in (obj["metadata"].get("ownerReferences") or []) if r.get("controller")), None)
-            res = OWNER_RESOURCES.get((ref or {}).get("kind"))
-            if ref is None or res is None:
-                return obj
-            owner = None
-            for o in self.ctx.safe_list(res, obj["metadata"].get("namespace")):
-                if o["metadata"].get("uid") == ref.get("uid"):
-                    owner = o
-                    break
-            if owner is None:
-                return obj
-            obj = owner
-        return obj
-
     def _priority(self, pod):
         name = pod["spec"].get("priorityClassName")
         if not name:
@@ -235,13 +213,7 @@ class KaiScheduler:
                     jobs[key] = Job(key, pg_name, ns, spec.get("queue") or DEFAULT_QUEUE, spec.get("minMember", 1),
                                     prio, pg["metadata"].get("creationTimestamp") or "", pg)
             else:
-                top = self._top_owner(pod)
-                key = ("owner", ns, top["metadata"].get("uid") or top["metadata"]["name"])
-                if key not in jobs:
-                    queue = ((top["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-                             or (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL) or DEFAULT_QUEUE)
-                    jobs[key] = Job(key, top["metadata"]["name"], ns, queue, 1, self._priority(pod),
-                                    top["metadata"].get("creationTimestamp") or "")
+                continue              # no PodGroup yet: the pod-grouper (kai.py) gives it one
             job = jobs[key]
             (job.running if pod["spec"].get("nodeName") else job.pending).append(pod)
         return jobs
