@@ -195,3 +195,17 @@ def test_lending_limit_caps_what_the_cohort_borrows(kq):
     assert len(kq.running("team-a")) == 6
     usage = kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"][0]["resources"][0]
     assert (usage["total"], usage["borrowed"]) == ("6", "2")
+
+
+def test_controller_whose_image_the_mirror_lacks_queues_nothing():
+    with KueueCluster(manager=False, registries=["registry.local:5000"]) as c:
+        c.store.create("deployments.apps", deployment("kueue-controller-manager", "kueue-system",
+                                                      image="registry.k8s.io/kueue/kueue:v0.19.2"))
+        c.store.create("jobs.batch", job("train", "team-a", 1))
+        c.wait(lambda: [p for p in c.pods("kueue-system")
+                        if ((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
+                        .get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")],
+               what="the controller image does not pull")
+        c.settle()
+        assert c.store.list(WL, "team-a") == []
+        assert not c.store.get("jobs.batch", "team-a", "train")["spec"].get("suspend")
