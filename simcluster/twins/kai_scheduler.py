@@ -7,8 +7,8 @@ Deployments have ready pods (see kai.py). Each pass, like one KAI session:
   PodGroup of their top owner, and until then they wait;
 - fair share per resource from kai_share (the proportion plugin), with
   request = allocated + pending of every queue and its ancestors;
-- allocate: pending jobs in queue order (queues furthest below their fair
-  share first), each whole (a gang places minMember pods or none) after the
+- allocate: pending jobs in KAI's queue order (under-used queues, then within
+  quota, priority, dominant share), each whole (a gang places minMember pods or none) after the
   capacity checks: `limit` of the queue and every ancestor (OverLimit),
   quota for non-preemptible jobs (priority >= 100: NonPreemptibleOverQuota);
 - reclaim: a job that does not fit and stays within its queue's fair share
@@ -218,15 +218,22 @@ class KaiScheduler:
             (job.running if pod["spec"].get("nodeName") else job.pending).append(pod)
         return jobs
 
-    @staticmethod
-    def _order(job, queues):
+    def _order(self, job, queues):
+        """KAI's queue order (queue_order.go): under-used queues first, then those within their quota
+        with the job, higher queue priority, smaller dominant share with the job, older queue; inside
+        a queue, higher job priority then older job."""
         q = queues.get(job.queue)
         if q is None:
-            return (2, 0.0, 0, -job.priority, job.created)
-        s = q.shares["gpu"]
-        ratio = s.allocated / s.fair if s.fair > 0 else (0.0 if s.allocated == 0 else float("inf"))
-        over = 1 if s.allocated >= s.fair - EPS and s.fair < s.request else 0
-        return (over, ratio, -q.priority, -job.priority, job.created)
+            return (2,)
+        req = {}
+        for p in job.pending[:self._step(job)]:
+            _add(req, pod_vector(p))
+        over = any(s.allocated > s.fair + EPS for s in q.shares.values())
+        starved = all(s.deserved == kai_share.UNLIMITED or s.allocated + req.get(r, 0.0) <= s.deserved + EPS
+                      for r, s in q.shares.items())
+        share = max([(s.allocated + req.get(r, 0.0)) / s.fair for r, s in q.shares.items() if s.fair > 0] or [0.0])
+        return (1 if over else 0, 0 if starved else 1, -q.priority, share, q.created, q.name, -job.priority,
+                job.created)
 
     # -- one job -------------------------------------------------------------------------------
     def _try(self, job, jobs, queues, nodes, used):
