@@ -16,6 +16,7 @@ __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import quantity
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import GPU_RESOURCE
 
 FIELD_MANAGER = "skaffon.gpu_platform.queues"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "skaffon.gpu_platform")
@@ -82,7 +83,7 @@ def quota_decreases(have, want):
     out = []
     status = have.get("status") or {}
     if want["kind"] == "Queue":
-        used = _num((status.get("allocated") or {}).get("nvidia.com/gpu"))
+        used = _num((status.get("allocated") or {}).get(GPU_RESOURCE))
         old = ((have.get("spec") or {}).get("resources") or {}).get("gpu") or {}
         new = ((want.get("spec") or {}).get("resources") or {}).get("gpu") or {}
         for key in ("quota", "limit"):

@@ -43,7 +43,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream impo
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
-GPU = "nvidia.com/gpu"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _FACTOR = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
