@@ -30,11 +30,13 @@ import re
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
     KAI_DEFAULT_QUEUE,
+    KAI_IMAGE_REGISTRY,
     KAI_DEFAULT_PARENT_QUEUE,
     KAI_QUEUE_API_VERSION,
     KAI_QUEUE_LABEL,
     KAI_UNLIMITED,
     KUEUE_API_VERSION,
+    KUEUE_IMAGE_REPOSITORY,
     KUEUE_QUEUE_LABEL,
     QUEUE_POLICY_NAME,
     QUEUES_NS_NAME_LABEL,
@@ -496,9 +498,7 @@ def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
 
 # -- chart values ---------------------------------------------------------------------------
 
-# Where each chart spells its image registry / repository (the charts differ in shape).
-KAI_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"      # values global.registry (+ /<component name>)
-KUEUE_REPOSITORY = "registry.k8s.io/kueue/kueue"          # controllerManager.manager.image.repository
+# The charts differ in shape: KAI global.registry + image name, Kueue controllerManager.manager.image.repository.
 
 
 def _merge(base, over):
@@ -526,7 +526,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
     values = {}
     if backend == "kai":
         if image_mirror:
-            repo = mirror_repository(KAI_REGISTRY, image_mirror, mirror_layout) if mirror_layout == "path" \
+            repo = mirror_repository(KAI_IMAGE_REGISTRY, image_mirror, mirror_layout) if mirror_layout == "path" \
                 else image_mirror.rstrip("/")
             values["global"] = {"registry": repo}
         if secrets:
@@ -534,7 +534,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
     elif backend == "kueue":
         cm = {}
         if image_mirror:
-            repo = mirror_repository(KUEUE_REPOSITORY, image_mirror, mirror_layout) if mirror_layout == "path" \
+            repo = mirror_repository(KUEUE_IMAGE_REPOSITORY, image_mirror, mirror_layout) if mirror_layout == "path" \
                 else "%s/kueue" % image_mirror.rstrip("/")
             cm["manager"] = {"image": {"repository": repo}}
         if secrets:

@@ -119,6 +119,8 @@ KAI_DEFAULT_PARENT_QUEUE = "default-parent-queue"   # its parent (chart values d
 QUEUES_NS_NAME_LABEL = "kubernetes.io/metadata.name"  # immutable namespace-name label
 VAP_API_VERSION = "admissionregistration.k8s.io/v1"
 QUEUE_POLICY_NAME = "skaffon-queue-owner"           # ValidatingAdmissionPolicy (+Binding) of roles/queues
+KAI_IMAGE_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"   # chart values global.registry (+ /<component>)
+KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.manager.image.repository
 
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------

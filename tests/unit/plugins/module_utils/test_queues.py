@@ -205,3 +205,15 @@ def test_pools_from_node_prereqs_hostvars():
     assert pools["h100-nvlink-training"]["labels"]["gpu.skaffon.io/accelerator"] == "h100"
     assert pools["l40s-pcie-inference"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present",
                                                       "effect": "NoSchedule"}]
+
+
+def test_chart_values_for_the_mirror_and_pull_secrets_per_chart_shape():
+    kai = q.chart_values("kai", "registry.local:5000/mirror", pull_secrets=["regcred"])
+    assert kai == {"global": {"registry": "registry.local:5000/mirror/kai-scheduler/kai-scheduler",
+                              "imagePullSecrets": [{"name": "regcred"}]}}
+    kueue = q.chart_values("kueue", "registry.local:5000/mirror", pull_secrets=[{"name": "regcred"}],
+                           user_values={"controllerManager": {"replicas": 2}})
+    assert kueue == {"controllerManager": {"manager": {"image": {
+        "repository": "registry.local:5000/mirror/kueue/kueue"}}, "imagePullSecrets": [{"name": "regcred"}],
+        "replicas": 2}}
+    assert "queues_image_mirror: not a registry prefix" in fail(q.chart_values, "kai", "https://mirror")
