@@ -146,8 +146,8 @@ def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False
         for o in desired:
             have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
             for what, new, used in quota_decreases(have or {}, o) if have else ():
-                lowered.append("%s %s: %s %s is below the %s in use" % (o["kind"], o["metadata"]["name"], what,
-                                                                         new, _fmt(used)))
+                lowered.append("%s %s: %s %s is below the %s in use" % (
+                    o["kind"], o["metadata"]["name"], what, new, _fmt(used)))
         if lowered:
             raise DomainError(
                 "queues_allow_quota_decrease: quota lowered below current use (%s): neither KAI nor Kueue evicts "

@@ -214,7 +214,7 @@ def render_kai(teams, departments):
         if parent:
             children.setdefault(parent, []).append((name, var, res))
     for parent, kids in sorted(children.items()):
-        pvar, pres, _ = dept_quota[parent]
+        pvar, pres = dept_quota[parent][0], dept_quota[parent][1]
         for rname in KAI_RESOURCES:
             pq = pres[rname]["quota"]
             if pq == KAI_UNLIMITED:
@@ -224,10 +224,10 @@ def render_kai(teams, departments):
                     _fail("%s.%s.quota" % (var, rname), res[rname]["quota"],
                           "above the quota %s of its parent %s" % (pq, parent),
                           "raise %s.%s.quota first or lower the child's" % (pvar, rname))
-            total = sum(r[rname]["quota"] for _, _, r in kids)
+            total = sum(kid[2][rname]["quota"] for kid in kids)
             if total > pq:
                 _fail("%s.%s.quota" % (pvar, rname), pq, "below the sum %s of its children's quotas (%s)" % (
-                    total, ", ".join(sorted(n for n, _, _ in kids))),
+                    total, ", ".join(sorted(kid[0] for kid in kids))),
                     "raise the parent's quota to at least the sum, or lower the children's")
     return objects + leaf
 
