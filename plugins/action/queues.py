@@ -6,4 +6,4 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule  # noqa: F401
+from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule  # noqa: F401  # pylint: disable=unused-import

@@ -16,6 +16,8 @@ __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import overrides
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import quantity
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import GPU_RESOURCE
 
 FIELD_MANAGER = "skaffon.gpu_platform.queues"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "skaffon.gpu_platform")
@@ -66,7 +68,53 @@ def _view(obj):
     return out
 
 
-def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False):
+def _num(value):
+    try:
+        return quantity("status", value)
+    except DomainError:
+        return 0.0
+
+
+def quota_decreases(have, want):
+    """Lowered quotas/limits below what the queue uses now: [(what, new, used)].
+
+    Neither KAI nor Kueue evicts running work when a quota goes down, so such a
+    change leaves the queue over its quota (FACTS.md, quota changes).
+    """
+    out = []
+    status = have.get("status") or {}
+    if want["kind"] == "Queue":
+        used = _num((status.get("allocated") or {}).get(GPU_RESOURCE))
+        old = ((have.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+        new = ((want.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+        for key in ("quota", "limit"):
+            n, o = new.get(key), old.get(key)
+            if n is None or n == -1 or (o is not None and o != -1 and n >= o):
+                continue
+            if n < used:
+                out.append(("gpu %s" % key, n, used))
+    elif want["kind"] == "ClusterQueue":
+        usage = {}
+        for fl in status.get("flavorsUsage") or []:
+            for r in fl.get("resources") or []:
+                usage[(fl.get("name"), r.get("name"))] = _num(r.get("total"))
+        olds = {}
+        for rg in (have.get("spec") or {}).get("resourceGroups") or []:
+            for fl in rg.get("flavors") or []:
+                for r in fl.get("resources") or []:
+                    olds[(fl["name"], r["name"])] = _num(r.get("nominalQuota"))
+        for rg in want["spec"].get("resourceGroups") or []:
+            for fl in rg.get("flavors") or []:
+                for r in fl.get("resources") or []:
+                    key = (fl["name"], r["name"])
+                    n = _num(r.get("nominalQuota"))
+                    if key in olds and n < olds[key] and n < usage.get(key, 0.0):
+                        out.append(("nominalQuota of %s in flavor %s" % key[::-1], r.get("nominalQuota"),
+                                    usage[key]))
+    return out
+
+
+def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False, allow_quota_decrease=False):
     desired = [_labelled(o) for o in objects]
     kinds = []
     for o in desired:
@@ -95,11 +143,29 @@ def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False
         items, _rv = kube.list(api, kind)
         existing[(api, kind)] = dict((_key(i), i) for i in items)
     kept = []
+    # values a quota change raised stay until the inventory catches up (overrides.py)
+    honoured = []
     for o in desired:
         have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
         if have is not None:
-            o, notes = overrides.honour(o, have)   # values a quota change raised stay until the inventory catches up
+            o, notes = overrides.honour(o, have)
             kept.extend(notes)
+        honoured.append(o)
+    desired = honoured
+    if not allow_quota_decrease:
+        lowered = []
+        for o in desired:
+            have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
+            for what, new, used in quota_decreases(have or {}, o) if have else ():
+                lowered.append("%s %s: %s %s is below the %s in use" % (
+                    o["kind"], o["metadata"]["name"], what, new, _fmt(used)))
+        if lowered:
+            raise DomainError(
+                "queues_allow_quota_decrease: quota lowered below current use (%s): neither KAI nor Kueue evicts "
+                "running work, so the queue would stay over its quota; drain the work first, or set "
+                "queues_allow_quota_decrease: true to lower it anyway" % "; ".join(lowered), lowered=lowered)
+    for o in desired:
+        have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
         meta = o["metadata"]
         row = {"kind": o["kind"], "name": meta["name"]}
         if meta.get("namespace"):
@@ -129,3 +195,7 @@ def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False
         results.append(row)
     changed = any(r["action"] != "unchanged" for r in results)
     return {"changed": changed, "objects": results, "diff": diffs, "overrides": kept}
+
+
+def _fmt(v):
+    return str(int(v)) if float(v).is_integer() else str(v)

@@ -30,11 +30,13 @@ import re
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
     KAI_DEFAULT_QUEUE,
+    KAI_IMAGE_REGISTRY,
     KAI_DEFAULT_PARENT_QUEUE,
     KAI_QUEUE_API_VERSION,
     KAI_QUEUE_LABEL,
     KAI_UNLIMITED,
     KUEUE_API_VERSION,
+    KUEUE_IMAGE_REPOSITORY,
     KUEUE_QUEUE_LABEL,
     QUEUE_POLICY_NAME,
     QUEUES_NS_NAME_LABEL,
@@ -43,7 +45,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream impo
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
-GPU = "nvidia.com/gpu"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _FACTOR = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
@@ -213,7 +214,7 @@ def render_kai(teams, departments):
         if parent:
             children.setdefault(parent, []).append((name, var, res))
     for parent, kids in sorted(children.items()):
-        pvar, pres, _ = dept_quota[parent]
+        pvar, pres = dept_quota[parent][0], dept_quota[parent][1]
         for rname in KAI_RESOURCES:
             pq = pres[rname]["quota"]
             if pq == KAI_UNLIMITED:
@@ -223,10 +224,10 @@ def render_kai(teams, departments):
                     _fail("%s.%s.quota" % (var, rname), res[rname]["quota"],
                           "above the quota %s of its parent %s" % (pq, parent),
                           "raise %s.%s.quota first or lower the child's" % (pvar, rname))
-            total = sum(r[rname]["quota"] for _, _, r in kids)
+            total = sum(kid[2][rname]["quota"] for kid in kids)
             if total > pq:
                 _fail("%s.%s.quota" % (pvar, rname), pq, "below the sum %s of its children's quotas (%s)" % (
-                    total, ", ".join(sorted(n for n, _, _ in kids))),
+                    total, ", ".join(sorted(kid[0] for kid in kids))),
                     "raise the parent's quota to at least the sum, or lower the children's")
     return objects + leaf
 
@@ -259,7 +260,7 @@ def _kueue_amount(var, value, resource):
     return int(q)
 
 
-def _kueue_queue(idx, var, team, queue, pools):
+def _kueue_queue(var, team, queue, pools):
     _unknown(var, queue, KUEUE_KEYS)
     cohort = queue.get("cohort")
     if cohort is not None and not _DNS_LABEL.match(str(cohort)):
@@ -269,8 +270,8 @@ def _kueue_queue(idx, var, team, queue, pools):
         _fail(var + ".flavors", flavors, "missing or empty",
               "list the pools the team uses: [{name: <pool>, resources: {nvidia.com/gpu: {nominal: 4}}}]")
     covered = []
-    for j, fl in enumerate(flavors):
-        for r in sorted(((fl or {}).get("resources") or {})):
+    for fl in flavors:
+        for r in sorted(((fl or {}).get("resources") or {}) if isinstance(fl, dict) else ()):
             if r not in covered:
                 covered.append(r)
     out_flavors = []
@@ -342,8 +343,8 @@ def _preemption(var, value):
 
 def render_kueue(teams, pools):
     cqs, lqs = [], []
-    for idx, var, team, queue in teams:
-        cq, lq = _kueue_queue(idx, var, team, queue, pools)
+    for _idx, var, team, queue in teams:
+        cq, lq = _kueue_queue(var, team, queue, pools)
         cqs.append(cq)
         lqs.append(lq)
     used = sorted({f["name"] for cq in cqs for rg in cq["spec"]["resourceGroups"] for f in rg["flavors"]})
@@ -352,17 +353,21 @@ def render_kueue(teams, pools):
 
 # -- admission policy (KAI issue #2068) ---------------------------------------------------
 
-def queue_policy(backend, team_names):
+def queue_policy(backend, team_names, also_allowed=()):
     """Refuse, in a team namespace, any object whose queue label names another queue than the team's.
 
     Queue name = team name = namespace, so the rule needs no per-team table:
-    a new team only widens the binding's namespace list.
+    a new team only widens the binding's namespace list. `also_allowed`: queues
+    every team may name (KAI's default-queue when it is left open).
     """
     label = KAI_QUEUE_LABEL if backend == "kai" else KUEUE_QUEUE_LABEL
     rules = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
               "resources": ["*"], "scope": "Namespaced"}]
+    own = "== request.namespace"
+    if also_allowed:
+        own = "in [request.namespace, %s]" % ", ".join("'%s'" % q for q in also_allowed)
     expr = ("!has(object.metadata.labels) || !('{l}' in object.metadata.labels) || "
-            "object.metadata.labels['{l}'] == request.namespace").format(l=label)
+            "object.metadata.labels['{l}'] {own}").format(l=label, own=own)
     validations = [{
         "expression": expr,
         "messageExpression": ("'%s ' + object.metadata.labels['%s'] + ' is not the queue of namespace ' "
@@ -373,7 +378,7 @@ def queue_policy(backend, team_names):
         # a PodGroup names its queue in spec.queue (the pod-grouper copies the label there)
         validations.append({
             "expression": ("request.kind.kind != 'PodGroup' || !has(object.spec.queue) || "
-                           "object.spec.queue == request.namespace"),
+                           "object.spec.queue %s" % own),
             "messageExpression": ("'PodGroup queue ' + object.spec.queue + ' is not the queue of namespace ' "
                                   "+ request.namespace"),
             "reason": "Forbidden",
@@ -454,7 +459,9 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
                   "drop queues_departments")
         objects = render_kueue(teams, pools or {})
     if teams:
-        objects += queue_policy(backend, [t[2] for t in teams])
+        # the pod-grouper writes default-queue into the PodGroups of unlabelled pods: allowed only when open
+        extra = [KAI_DEFAULT_QUEUE] if backend == "kai" and kai_default_queue == "open" else []
+        objects += queue_policy(backend, [t[2] for t in teams], extra)
     return objects
 
 
@@ -491,9 +498,7 @@ def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
 
 # -- chart values ---------------------------------------------------------------------------
 
-# Where each chart spells its image registry / repository (the charts differ in shape).
-KAI_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"      # values global.registry (+ /<component name>)
-KUEUE_REPOSITORY = "registry.k8s.io/kueue/kueue"          # controllerManager.manager.image.repository
+# The charts differ in shape: KAI global.registry + image name, Kueue controllerManager.manager.image.repository.
 
 
 def _merge(base, over):
@@ -521,7 +526,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
     values = {}
     if backend == "kai":
         if image_mirror:
-            repo = mirror_repository(KAI_REGISTRY, image_mirror, mirror_layout) if mirror_layout == "path" \
+            repo = mirror_repository(KAI_IMAGE_REGISTRY, image_mirror, mirror_layout) if mirror_layout == "path" \
                 else image_mirror.rstrip("/")
             values["global"] = {"registry": repo}
         if secrets:
@@ -529,7 +534,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
     elif backend == "kueue":
         cm = {}
         if image_mirror:
-            repo = mirror_repository(KUEUE_REPOSITORY, image_mirror, mirror_layout) if mirror_layout == "path" \
+            repo = mirror_repository(KUEUE_IMAGE_REPOSITORY, image_mirror, mirror_layout) if mirror_layout == "path" \
                 else "%s/kueue" % image_mirror.rstrip("/")
             cm["manager"] = {"image": {"repository": repo}}
         if secrets:

@@ -138,12 +138,11 @@ ROLE_REF_ROLE = "Role"
 # (names added by the queues work go here)
 KAI_DEFAULT_QUEUE = "default-queue"                 # chart-created leaf for pods without a queue label
 KAI_DEFAULT_PARENT_QUEUE = "default-parent-queue"   # its parent (chart values defaultQueue.*)
-KAI_CONFIG_API_VERSION = "kai.scheduler/v1"         # Config `kai-config`: the operator deploys from it
-KAI_PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
-KUEUE_WORKLOAD_PREFIX = "job-"                      # Workload of Job x: job-x-<5 hex>
 QUEUES_NS_NAME_LABEL = "kubernetes.io/metadata.name"  # immutable namespace-name label
 VAP_API_VERSION = "admissionregistration.k8s.io/v1"
 QUEUE_POLICY_NAME = "skaffon-queue-owner"           # ValidatingAdmissionPolicy (+Binding) of roles/queues
+KAI_IMAGE_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"   # chart values global.registry (+ /<component>)
+KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.manager.image.repository
 
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------

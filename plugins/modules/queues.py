@@ -36,6 +36,14 @@ options:
     type: list
     elements: dict
     required: true
+  allow_quota_decrease:
+    description:
+      - Lower a KAI gpu quota or limit, or a Kueue nominal quota, below what the queue uses now
+        (KAI C(status.allocated), Kueue C(status.flavorsUsage)).
+      - Without it such a change is refused before any write - neither backend evicts running work, so the
+        queue would stay over its quota until the work ends.
+    type: bool
+    default: false
   allow_missing_kinds:
     description:
       - Report objects of kinds the cluster does not serve yet as to be created instead of failing.
@@ -70,6 +78,7 @@ def argspec():
     return dict(
         backend=dict(type="str", required=True, choices=["kai", "kueue"]),
         objects=dict(type="list", elements="dict", required=True),
+        allow_quota_decrease=dict(type="bool", default=False),
         allow_missing_kinds=dict(type="bool", default=False),
     )
 
@@ -77,7 +86,7 @@ def argspec():
 def run(module):
     params = module.params
     result = converge(module.kube, params["backend"], params["objects"], module.check_mode,
-                      params["allow_missing_kinds"] and module.check_mode)
+                      params["allow_missing_kinds"] and module.check_mode, params["allow_quota_decrease"])
     if not module._diff:
         result.pop("diff")
     return result

@@ -112,9 +112,14 @@ def test_fair_share_quotas_2_2_weights_1_3_on_8_gpus_both_asking_6(kai):
              what="3 and 5 GPUs")
     kai.settle()
     assert (kai.scheduled_count("team-a"), kai.scheduled_count("team-b")) == (3, 5)
+    status = kai.store.get(QUEUES, None, "team-b")["status"]
+    assert (status["allocated"]["nvidia.com/gpu"], status["requested"]["nvidia.com/gpu"]) == ("5", "6")
+    assert kai.store.get(QUEUES, None, "research")["status"]["allocated"]["nvidia.com/gpu"] == "8"
     pending = [p for p in kai.pods("team-a") if not p["spec"].get("nodeName")]
     cond = [c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]
     assert cond["reason"] == "Unschedulable"
+    kai.store.delete("jobs.batch", "team-a", "train")
+    kai.wait(lambda: not kai.store.list(PODGROUPS, "team-a"), what="the Job's PodGroup collected")
 
 
 def test_reclaim_gives_the_late_team_its_share(kai):
@@ -126,7 +131,12 @@ def test_reclaim_gives_the_late_team_its_share(kai):
     kai.wait(lambda: (kai.scheduled_count("team-a"), kai.scheduled_count("team-b")) == (3, 5), timeout=20,
              what="reclaim to 3 and 5")
     assert kai.events(reason="Evict")
-    assert "was preempted by workload team-b/train" in kai.events(reason="Evict")[0]["message"]
+    # the workload is the PodGroup the pod-grouper made for the Job: pg-<job>-<job uid>
+    uid = kai.store.get("jobs.batch", "team-b", "train")["metadata"]["uid"]
+    assert kai.events(reason="Evict")[0]["message"].endswith(
+        "was preempted by workload team-b/pg-train-%s." % uid)
+    pg = kai.store.get(PODGROUPS, "team-b", "pg-train-%s" % uid)
+    assert (pg["spec"]["queue"], pg["spec"]["minMember"]) == ("team-b", 1)
 
 
 def podgroup(name, ns, min_member, queue_name):
@@ -191,3 +201,36 @@ def test_queue_whose_parent_is_missing_is_dropped(kai):
     kai.settle()
     msg = [c for c in kai.pods("team-a")[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
     assert msg.startswith("QueueDoesNotExist")
+
+
+def test_non_preemptible_workload_must_fit_in_quota(kai):
+    kai.store.create("priorityclasses.scheduling.k8s.io", {"apiVersion": "scheduling.k8s.io/v1",
+                                                          "kind": "PriorityClass", "metadata": {"name": "build"},
+                                                          "value": 100})
+    kai.store.create(QUEUES, queue("team-a", 2, parent="research"))
+    j = job("build", "team-a", 1, "team-a", gpus=3)
+    j["spec"]["template"]["spec"]["priorityClassName"] = "build"
+    kai.store.create("jobs.batch", j)
+    kai.settle()
+    assert kai.running("team-a") == []
+    msg = [c for c in kai.pods("team-a")[0]["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
+    assert msg == ("NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 3 GPUs, "
+                   "but team-a quota is 2 GPUs, while 0 GPUs are already allocated for non-preemptible pods. "
+                   "Use a preemptible workload to go over quota.")
+
+
+def test_a_departments_limit_caps_its_teams(kai):
+    dept = kai.store.get(QUEUES, None, "research")
+    dept["spec"]["resources"]["gpu"]["limit"] = 5
+    kai.store.update(QUEUES, dept)
+    kai.store.create(QUEUES, queue("team-a", 2, parent="research"))
+    kai.store.create(QUEUES, queue("team-b", 2, parent="research"))
+    kai.store.create("jobs.batch", job("train", "team-a", 4, "team-a"))
+    kai.store.create("jobs.batch", job("train", "team-b", 4, "team-b"))
+    kai.wait(lambda: kai.scheduled_count("team-a") + kai.scheduled_count("team-b") == 5)
+    kai.settle()
+    assert kai.scheduled_count("team-a") + kai.scheduled_count("team-b") == 5
+    pending = [p for ns in ("team-a", "team-b") for p in kai.pods(ns) if not p["spec"].get("nodeName")]
+    msgs = {[c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"] for p in pending}
+    assert any(m.startswith("OverLimit: research quota has reached the allowable limit of GPUs. Limit is 5 GPUs")
+               for m in msgs), msgs

@@ -128,6 +128,11 @@ def test_lowered_quota_evicts_nothing(kq):
     kq.settle()
     assert len(kq.running("team-a")) == 4
     assert "admission" in kq.workload("team-a", "train")["status"]
+    usage = kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"]
+    assert usage == [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "4", "borrowed": "3"}]}]
+    kq.store.delete("jobs.batch", "team-a", "train")
+    kq.wait(lambda: kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"][0]["resources"][0]["total"] == "0",
+            what="usage back to 0")
 
 
 def test_borrowing_limit_and_namespace_selector(kq):
@@ -177,3 +182,30 @@ def test_fair_sharing_borrows_by_share_and_weight(kq):
     kq.wait(lambda: len(kq.running("team-a")) + len(kq.running("team-b")) == 6, what="6 admitted")
     kq.settle()
     assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)
+
+
+def test_lending_limit_caps_what_the_cohort_borrows(kq):
+    cq = kq.store.get(CQ, None, "team-b")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = 2
+    kq.store.update(CQ, cq)
+    for i in range(4):
+        kq.store.create("jobs.batch", job("j%d" % i, "team-a", 2))
+    kq.wait(lambda: len(kq.running("team-a")) == 6, what="4 own + 2 lent")
+    kq.settle()
+    assert len(kq.running("team-a")) == 6
+    usage = kq.store.get(CQ, None, "team-a")["status"]["flavorsUsage"][0]["resources"][0]
+    assert (usage["total"], usage["borrowed"]) == ("6", "2")
+
+
+def test_controller_whose_image_the_mirror_lacks_queues_nothing():
+    with KueueCluster(manager=False, registries=["registry.local:5000"]) as c:
+        c.store.create("deployments.apps", deployment("kueue-controller-manager", "kueue-system",
+                                                      image="registry.k8s.io/kueue/kueue:v0.19.2"))
+        c.store.create("jobs.batch", job("train", "team-a", 1))
+        c.wait(lambda: [p for p in c.pods("kueue-system")
+                        if ((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
+                        .get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")],
+               what="the controller image does not pull")
+        c.settle()
+        assert c.store.list(WL, "team-a") == []
+        assert not c.store.get("jobs.batch", "team-a", "train")["spec"].get("suspend")

@@ -10,7 +10,7 @@ controller's.
 from .context import CLUSTER_POLICIES, Ctx
 from .device_plugin import DevicePlugin
 from .gpu_operator import GpuOperator
-from .kai import KaiConfigDeployer, KaiOperator
+from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
 from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
 from .kueue import Kueue
@@ -63,7 +63,8 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiScheduler(ctx),
+                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
+                           KaiScheduler(ctx),
                            ctx.kubelet]
     return ctx, runtime
 

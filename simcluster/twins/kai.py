@@ -9,6 +9,10 @@ that Config, with its images. So:
 - KaiConfigDeployer: a kubelet hook doing the Job's kubectl apply when its pod
   runs (an image the mirror lacks: the pod never runs, no Config);
 - KaiOperator: with its pod ready, keeps those Deployments as the Config says;
+- KaiPodGrouper: with the pod-grouper running, gives every KAI pod without a
+  `pod-group-name` annotation the PodGroup of its top owner
+  (`pg-<owner>-<owner uid>`, minMember 1, queue from the owner's or the pod's
+  `kai.scheduler/queue` label, else default-queue) and annotates the pod;
 - KaiScheduler (kai_scheduler.py) schedules only while the scheduler and the
   binder Deployments have ready pods.
 """
@@ -134,3 +138,93 @@ class KaiOperator:
                              "ownerReferences": [owner_ref(config, "Config", "kai.scheduler/v1")]},
                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
                          "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}}
+
+
+PODGROUPS = "podgroups.scheduling.run.ai"
+PODGROUP_ANNOTATION = "pod-group-name"
+SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
+QUEUE_LABEL = "kai.scheduler/queue"
+DEFAULT_QUEUE = "default-queue"
+OWNER_RESOURCES = {"ReplicaSet": "replicasets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
+                   "StatefulSet": "statefulsets.apps", "CronJob": "cronjobs.batch", "DaemonSet": "daemonsets.apps"}
+
+
+def top_owner(ctx, pod):
+    """(object, kind, apiVersion) of the pod's top controller (the pod itself when it has none)."""
+    obj, kind, api = pod, "Pod", "v1"
+    for _ in range(5):
+        ref = next((r for r in (obj["metadata"].get("ownerReferences") or []) if r.get("controller")), None)
+        res = OWNER_RESOURCES.get((ref or {}).get("kind"))
+        if ref is None or res is None:
+            break
+        owner = next((o for o in ctx.safe_list(res, obj["metadata"].get("namespace"))
+                      if o["metadata"].get("uid") == ref.get("uid")), None)
+        if owner is None:
+            break
+        obj, kind, api = owner, ref["kind"], ref.get("apiVersion") or "v1"
+    return obj, kind, api
+
+
+class KaiPodGrouper:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def reconcile(self):
+        pods = [p for p in self.ctx.list("pods") if p["spec"].get("schedulerName") == "kai-scheduler"
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        if not pods and not self.ctx.safe_list(PODGROUPS):
+            return
+        if not ready(next((d for d in self.ctx.safe_list("deployments.apps")
+                           if d["metadata"]["name"] == SERVICES["podGrouper"]), None)):
+            return
+        store = self.ctx.store
+        for pod in pods:
+            ann = pod["metadata"].get("annotations") or {}
+            if ann.get(PODGROUP_ANNOTATION) or ann.get(SKIP_ANNOTATION) == "true":
+                continue
+            top, kind, api = top_owner(self.ctx, pod)
+            ns = pod["metadata"]["namespace"]
+            name = "pg-%s-%s" % (top["metadata"]["name"], top["metadata"].get("uid", ""))
+            if self.ctx.get_cached(PODGROUPS, name, ns) is None:
+                queue = ((top["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+                         or (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL) or DEFAULT_QUEUE)
+                body = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                        "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: queue},
+                                     "ownerReferences": [owner_ref(top, kind, api)]},
+                        "spec": {"minMember": 1, "queue": queue,
+                                 "priorityClassName": pod["spec"].get("priorityClassName") or "train"}}
+                try:
+                    store.create(PODGROUPS, body)
+                except ApiError as err:
+                    if err.code == 409:
+                        pass
+                    elif err.code in (403, 404, 422):    # e.g. refused by an admission policy
+                        self.ctx.event_once(pod, "PodGrouperWarning", "failed to create PodGroup %s: %s" % (
+                            name, err.message), "Warning")
+                        continue
+                    else:
+                        raise
+            try:
+                store.merge_patch("pods", ns, pod["metadata"]["name"],
+                                  {"metadata": {"annotations": {PODGROUP_ANNOTATION: name}}})
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+        self._collect()
+
+    def _collect(self):
+        """PodGroups whose owner is gone go too (what the garbage collector does for them)."""
+        for pg in self.ctx.safe_list(PODGROUPS):
+            ref = next((r for r in pg["metadata"].get("ownerReferences") or []), None)
+            if ref is None:
+                continue
+            res = OWNER_RESOURCES.get(ref.get("kind")) or ("pods" if ref.get("kind") == "Pod" else None)
+            if res is None:
+                continue
+            if not any(o["metadata"].get("uid") == ref.get("uid")
+                       for o in self.ctx.safe_list(res, pg["metadata"].get("namespace"))):
+                try:
+                    self.ctx.store.delete(PODGROUPS, pg["metadata"]["namespace"], pg["metadata"]["name"])
+                except ApiError as err:
+                    if err.code != 404:
+                        raise

@@ -3,13 +3,12 @@
 Runs only while the operator-deployed `kai-scheduler-default` and `binder`
 Deployments have ready pods (see kai.py). Each pass, like one KAI session:
 - jobs: pods with annotation `pod-group-name` form that PodGroup (minMember,
-  spec.queue); other pods group by their top owner (what the pod-grouper
-  does; minMember 1). Queue: the PodGroup's, else the top owner's
-  `kai.scheduler/queue` label, else the pod's, else `default-queue`;
+  spec.queue); the pod-grouper twin (kai.py) annotates the others with the
+  PodGroup of their top owner, and until then they wait;
 - fair share per resource from kai_share (the proportion plugin), with
   request = allocated + pending of every queue and its ancestors;
-- allocate: pending jobs in queue order (queues furthest below their fair
-  share first), each whole (a gang places minMember pods or none) after the
+- allocate: pending jobs in KAI's queue order (under-used queues, then within
+  quota, priority, dominant share), each whole (a gang places minMember pods or none) after the
   capacity checks: `limit` of the queue and every ancestor (OverLimit),
   quota for non-preemptible jobs (priority >= 100: NonPreemptibleOverQuota);
 - reclaim: a job that does not fit and stays within its queue's fair share
@@ -25,7 +24,6 @@ from .matching import matches_node_selector, tolerates, untolerated_taint
 from .util import clone, containers_requests, parse_quantity, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
-QUEUE_LABEL = "kai.scheduler/queue"
 PODGROUP_ANNOTATION = "pod-group-name"
 DEFAULT_QUEUE = "default-queue"
 QUEUES = "queues.scheduling.run.ai"
@@ -33,9 +31,6 @@ PODGROUPS = "podgroups.scheduling.run.ai"
 NON_PREEMPTIBLE = 100             # priority class value from which a job must fit in quota
 DEFAULT_PRIORITY = 50             # the chart's `train` class: what the pod-grouper gives a Job
 GPU = "nvidia.com/gpu"
-OWNER_RESOURCES = {"ReplicaSet": "replicasets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
-                   "StatefulSet": "statefulsets.apps", "CronJob": "cronjobs.batch",
-                   "DaemonSet": "daemonsets.apps"}
 EPS = 1e-9
 
 
@@ -91,7 +86,10 @@ class KaiScheduler:
         mine = [p for p in pods if p["spec"].get("schedulerName") == SCHEDULER
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and not p["metadata"].get("deletionTimestamp")]
-        if not mine or not self.active():
+        if not self.active():
+            return
+        if not mine:
+            self._queue_status(self._queues())      # all pods gone: allocated back to 0
             return
         nodes = [n for n in self.ctx.list("nodes")]
         used, totals = self._capacity(nodes, pods)
@@ -119,6 +117,21 @@ class KaiScheduler:
             job = pending.pop(0)
             if self._try(job, jobs, queues, nodes, used) and job.pending:
                 pending.append(job)       # one step done (gang core or one elastic pod): re-queue
+        self._queue_status(queues)
+
+    def _queue_status(self, queues):
+        """status.allocated / allocatedNonPreemptible / requested, as KAI's queue-controller reports them."""
+        for q in queues.values():
+            obj = self.ctx.get_cached(QUEUES, q.name)
+            if obj is None:
+                continue
+            status = clone(obj.get("status") or {})
+            for field, attr in (("allocated", "allocated"), ("allocatedNonPreemptible", "allocated_np"),
+                                ("requested", "request")):
+                s = {r: getattr(q.shares[r], attr) for r in kai_share.RESOURCES}
+                status[field] = {"nvidia.com/gpu": _human(s["gpu"]), "cpu": "%dm" % round(s["cpu"]),
+                                 "memory": "%d" % round(s["memory"])}
+            write_status(self.ctx.store, QUEUES, obj, status)
 
     def _capacity(self, nodes, pods):
         used = {n["metadata"]["name"]: {"pods": 0} for n in nodes}
@@ -175,23 +188,6 @@ class KaiScheduler:
                 out[q.parent].children.append(q.name)
         return out
 
-    def _top_owner(self, pod):
-        obj = pod
-        for _ in range(5):
-            ref = next((r for r in (obj["metadata"].get("ownerReferences") or []) if r.get("controller")), None)
-            res = OWNER_RESOURCES.get((ref or {}).get("kind"))
-            if ref is None or res is None:
-                return obj
-            owner = None
-            for o in self.ctx.safe_list(res, obj["metadata"].get("namespace")):
-                if o["metadata"].get("uid") == ref.get("uid"):
-                    owner = o
-                    break
-            if owner is None:
-                return obj
-            obj = owner
-        return obj
-
     def _priority(self, pod):
         name = pod["spec"].get("priorityClassName")
         if not name:
@@ -217,26 +213,27 @@ class KaiScheduler:
                     jobs[key] = Job(key, pg_name, ns, spec.get("queue") or DEFAULT_QUEUE, spec.get("minMember", 1),
                                     prio, pg["metadata"].get("creationTimestamp") or "", pg)
             else:
-                top = self._top_owner(pod)
-                key = ("owner", ns, top["metadata"].get("uid") or top["metadata"]["name"])
-                if key not in jobs:
-                    queue = ((top["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-                             or (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL) or DEFAULT_QUEUE)
-                    jobs[key] = Job(key, top["metadata"]["name"], ns, queue, 1, self._priority(pod),
-                                    top["metadata"].get("creationTimestamp") or "")
+                continue              # no PodGroup yet: the pod-grouper (kai.py) gives it one
             job = jobs[key]
             (job.running if pod["spec"].get("nodeName") else job.pending).append(pod)
         return jobs
 
-    @staticmethod
-    def _order(job, queues):
+    def _order(self, job, queues):
+        """KAI's queue order (queue_order.go): under-used queues first, then those within their quota
+        with the job, higher queue priority, smaller dominant share with the job, older queue; inside
+        a queue, higher job priority then older job."""
         q = queues.get(job.queue)
         if q is None:
-            return (2, 0.0, 0, -job.priority, job.created)
-        s = q.shares["gpu"]
-        ratio = s.allocated / s.fair if s.fair > 0 else (0.0 if s.allocated == 0 else float("inf"))
-        over = 1 if s.allocated >= s.fair - EPS and s.fair < s.request else 0
-        return (over, ratio, -q.priority, -job.priority, job.created)
+            return (2,)
+        req = {}
+        for p in job.pending[:self._step(job)]:
+            _add(req, pod_vector(p))
+        over = any(s.allocated > s.fair + EPS for s in q.shares.values())
+        starved = all(s.deserved == kai_share.UNLIMITED or s.allocated + req.get(r, 0.0) <= s.deserved + EPS
+                      for r, s in q.shares.items())
+        share = max([(s.allocated + req.get(r, 0.0)) / s.fair for r, s in q.shares.items() if s.fair > 0] or [0.0])
+        return (1 if over else 0, 0 if starved else 1, -q.priority, share, q.created, q.name, -job.priority,
+                job.created)
 
     # -- one job -------------------------------------------------------------------------------
     def _try(self, job, jobs, queues, nodes, used):
@@ -244,7 +241,7 @@ class KaiScheduler:
         if q is None:
             return self._unschedulable(job, "QueueDoesNotExist",
                                        "Queue %s does not exist or its parent queue does not exist" % job.queue)
-        need = job.pending
+        need = job.pending            # placed in creation order; `want` of them together
         want = self._step(job)
         if want > len(job.pending):
             return self._unschedulable(job, "Unschedulable", "Waiting for %d pods of the pod group, %d exist" % (

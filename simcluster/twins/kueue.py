@@ -175,7 +175,7 @@ class Kueue:
         jobs = [j for j in self.ctx.list("jobs.batch")
                 if (j["metadata"].get("labels") or {}).get(QUEUE_LABEL)]
         wls = self.ctx.safe_list(WORKLOADS)
-        if not jobs and not wls:
+        if not jobs and not wls and not self.ctx.safe_list(CQS):
             return
         if not self.active():
             return
@@ -314,6 +314,38 @@ class Kueue:
             quotas.add(cq["metadata"]["name"], choice[1])
             self._admit(wl, cq, choice, jobs, flavors)
             admitted.append(wl)
+        self._cq_status(cqs, quotas, admitted, wls)
+
+    def _cq_status(self, cqs, quotas, admitted, wls):
+        """status.flavorsReservation / flavorsUsage (total, borrowed) and workload counts per ClusterQueue."""
+        counts = {}
+        for wl in admitted:
+            name = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+            counts[name] = counts.get(name, 0) + 1
+        lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue")
+               for q in self.ctx.safe_list(LQS)}
+        pending = {}
+        admitted_ids = {id(w) for w in admitted}
+        for wl in wls:
+            if id(wl) in admitted_ids or _cond(wl, "Finished"):
+                continue
+            name = lqs.get((wl["metadata"]["namespace"], wl["spec"].get("queueName")))
+            pending[name] = pending.get(name, 0) + 1
+        for name, cq in cqs.items():
+            usage = []
+            for rg in cq["spec"].get("resourceGroups") or []:
+                for fl in rg.get("flavors") or []:
+                    rows = []
+                    for r in fl.get("resources") or []:
+                        used = quotas.used(cq, fl["name"], r["name"])
+                        rows.append({"name": r["name"], "total": _fmt(used),
+                                     "borrowed": _fmt(max(0.0, used - _amount(r.get("nominalQuota"))))})
+                    usage.append({"name": fl["name"], "resources": rows})
+            status = clone(cq.get("status") or {})
+            status.update({"flavorsReservation": usage, "flavorsUsage": clone(usage),
+                           "admittedWorkloads": counts.get(name, 0), "reservingWorkloads": counts.get(name, 0),
+                           "pendingWorkloads": pending.get(name, 0)})
+            write_status(self.ctx.store, CQS, cq, status)
 
     def _next(self, pending, lqs, cqs, quotas):
         """Fair sharing: the workload whose ClusterQueue would have the lowest dominant resource share."""

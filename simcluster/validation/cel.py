@@ -13,6 +13,7 @@ or report the evaluation error).
 """
 
 import functools
+import json
 import logging
 import re
 
@@ -91,7 +92,25 @@ def _rule_fn(rule, message_expr):
         return None
     msg_prog = program(message_expr) if message_expr else None
 
+    memo = {}
+
     def fn(self_value, old_value):
+        # cel-python walks the AST (~ms per rule): objects repeat, so results are memoised
+        try:
+            key = json.dumps([self_value, None if old_value is MISSING else old_value, old_value is MISSING],
+                             sort_keys=True)
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in memo:
+            return memo[key]
+        out = _run(self_value, old_value)
+        if key is not None:
+            if len(memo) >= 1024:
+                memo.clear()
+            memo[key] = out
+        return out
+
+    def _run(self_value, old_value):
         act = {"self": to_cel(self_value)}
         if old_value is not MISSING:
             act["oldSelf"] = to_cel(old_value)

@@ -129,6 +129,31 @@ def test_refused_before_any_write(installed, tmp_path):
     assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
 
 
+def test_quota_lowered_below_use_is_refused_unless_allowed(installed, tmp_path):
+    sim, inv, helm, _ = installed
+    if helm != "helm3":
+        pytest.skip("the guard does not depend on the helm client")
+    hold = gpu_job("hold", "team-a", 1, LABEL, "team-a", scheduler="kai-scheduler", gpus=2)
+    hold["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu.skaffon.io/workload", "operator": "Exists", "effect": "NoSchedule"}]
+    apply(sim, hold)
+    wait_for(lambda: (((kget(sim, "queue", "team-a") or {}).get("status") or {}).get("allocated") or {})
+             .get("nvidia.com/gpu") == "2", 60, "team-a uses 2 GPUs")
+    lower = settings()
+    lower["tenants_list"][0]["queue"]["gpu"] = {"quota": 1, "limit": 1}
+    res = play(sim, inventory(tmp_path, lower), queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc != 0
+    assert any("Queue team-a: gpu quota 1 is below the 2 in use" in m for m in res.failure_messages())
+    assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
+    res = play(sim, inventory(tmp_path, lower), queues_helm_binary=os.path.join(BIN, helm),
+               queues_allow_quota_decrease=True)
+    assert res.rc == 0, res
+    assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["limit"] == 1
+    assert len(running(sim, "team-a", "hold")) == 1        # lowering evicts nothing
+    kubectl(sim, "delete", "job", "hold", "-n", "team-a")
+    assert play(sim, inv, queues_helm_binary=os.path.join(BIN, helm)).rc == 0
+
+
 def test_install_under_the_mirror(tmp_path_factory):
     sim = start_cluster(tmp_path_factory, "kai-mirror", registries=["registry.local:5000"])
     try:
@@ -139,5 +164,35 @@ def test_install_under_the_mirror(tmp_path_factory):
                   for c in d["spec"]["template"]["spec"]["containers"]}
         assert "registry.local:5000/mirror/kai-scheduler/kai-scheduler/scheduler:v0.17.0" in images
         assert all(i.startswith("registry.local:5000/mirror/") for i in images)
+    finally:
+        sim.stop()
+
+
+def test_a_chosen_backend_that_is_not_installed_is_refused(installed, tmp_path):
+    sim, _inv, helm, _ = installed
+    other = {"tenants_queue_backend": "kueue", "queues_install": False, "queues_wait": False,
+             "queues_pools": {"h100": {"labels": {"gpu.skaffon.io/accelerator": "h100"}}},
+             "tenants_list": [{"name": "team-a", "queue": {"flavors": [
+                 {"name": "h100", "resources": {"nvidia.com/gpu": {"nominal": 4}}}]}}]}
+    res = play(sim, inventory(tmp_path, other), queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc != 0
+    assert any("tenants_queue_backend: kueue is chosen but the cluster does not serve ResourceFlavor" in m
+               for m in res.failure_messages()), res.failure_messages()
+    assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner")["spec"]["validations"][0][
+        "expression"].count("kai.scheduler/queue") == 2      # the KAI policy was not replaced
+
+
+def test_check_mode_on_a_fresh_cluster_installs_and_writes_nothing(tmp_path_factory):
+    sim = start_cluster(tmp_path_factory, "kai-check")
+    try:
+        inv = inventory(tmp_path_factory.mktemp("inv"), settings())
+        res = play(sim, inv, check=True, diff=True, queues_helm_binary=os.path.join(BIN, "helm4"))
+        assert res.rc == 0, res
+        assert res.changed() >= 2          # the chart and the queue objects would change
+        applied = res.task_results("Apply the queue objects")[0]
+        assert {o["name"] for o in applied["objects"]} >= {"research", "team-a", "team-b", "skaffon-queue-owner"}
+        assert kget(sim, "namespace", "kai-scheduler") is None
+        assert kget(sim, "crd", "queues.scheduling.run.ai") is None
+        assert kget(sim, "validatingadmissionpolicy", "skaffon-queue-owner") is None
     finally:
         sim.stop()

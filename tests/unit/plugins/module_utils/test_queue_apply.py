@@ -62,3 +62,27 @@ def test_contains_compares_numbers_and_lists():
     assert qa.contains({"a": 1.0, "b": [{"x": 1, "y": 2}]}, {"a": 1, "b": [{"x": 1}]})
     assert not qa.contains({"b": [{"x": 1}, {"x": 2}]}, {"b": [{"x": 1}]})
     assert not qa.contains({"a": True}, {"a": 1})
+
+
+def test_quota_lowered_below_use_is_refused_unless_allowed():
+    stored = queue("a", 4)
+    stored["status"] = {"allocated": {"nvidia.com/gpu": "3"}}
+    with pytest.raises(DomainError) as exc:
+        qa.converge(FakeKube(existing={"a": stored}), "kai", [queue("a", 2)])
+    assert "Queue a: gpu quota 2 is below the 3 in use" in exc.value.msg
+    assert "queues_allow_quota_decrease: true" in exc.value.msg
+    out = qa.converge(FakeKube(existing={"a": stored}), "kai", [queue("a", 2)], allow_quota_decrease=True)
+    assert out["objects"][0]["action"] == "update"
+    qa.converge(FakeKube(existing={"a": stored}), "kai", [queue("a", 3)])     # down to the use: fine
+
+
+def test_kueue_nominal_lowered_below_usage_is_refused():
+    def cq(nominal):
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "t"},
+                "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal}]}]}]}}
+    stored = cq(4)
+    stored["status"] = {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "4"}]}]}
+    with pytest.raises(DomainError) as exc:
+        qa.converge(FakeKube(existing={"t": stored}), "kueue", [cq(2)])
+    assert "ClusterQueue t: nominalQuota of nvidia.com/gpu in flavor h100 2 is below the 4 in use" in exc.value.msg

@@ -95,6 +95,11 @@ def test_kai_policy_refuses_other_queue_labels():
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
         "team-a", "team-b"]
     assert binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["validations"][1]["expression"].endswith("object.spec.queue == request.namespace")
+    # default-queue left open: its PodGroups (written by the pod-grouper) must pass in team namespaces
+    opened = q.render("kai", [kai_team("team-a", 2)], DEPTS, kai_default_queue="open")[-2]
+    assert opened["spec"]["validations"][1]["expression"].endswith(
+        "object.spec.queue in [request.namespace, 'default-queue']")
 
 
 @pytest.mark.parametrize("team,depts,needle", [
@@ -200,3 +205,15 @@ def test_pools_from_node_prereqs_hostvars():
     assert pools["h100-nvlink-training"]["labels"]["gpu.skaffon.io/accelerator"] == "h100"
     assert pools["l40s-pcie-inference"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present",
                                                       "effect": "NoSchedule"}]
+
+
+def test_chart_values_for_the_mirror_and_pull_secrets_per_chart_shape():
+    kai = q.chart_values("kai", "registry.local:5000/mirror", pull_secrets=["regcred"])
+    assert kai == {"global": {"registry": "registry.local:5000/mirror/kai-scheduler/kai-scheduler",
+                              "imagePullSecrets": [{"name": "regcred"}]}}
+    kueue = q.chart_values("kueue", "registry.local:5000/mirror", pull_secrets=[{"name": "regcred"}],
+                           user_values={"controllerManager": {"replicas": 2}})
+    assert kueue == {"controllerManager": {"manager": {"image": {
+        "repository": "registry.local:5000/mirror/kueue/kueue"}}, "imagePullSecrets": [{"name": "regcred"}],
+        "replicas": 2}}
+    assert "queues_image_mirror: not a registry prefix" in fail(q.chart_values, "kai", "https://mirror")
