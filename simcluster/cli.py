@@ -81,6 +81,9 @@ def start(cluster_path, port=0, host="127.0.0.1"):
     twins = _optional("simcluster.twins")
     if twins is not None and hasattr(twins, "start"):
         handle = twins.start(store, spec)
+    dcgm = _optional("simcluster.dcgm")  # DCGM exporter metrics under /_sim/dcgm/<node>/metrics
+    if dcgm is not None:
+        server.dcgm = dcgm.Exporter(store, spec, handle)
     thread = threading.Thread(target=server.serve_forever, name="simcluster-http",
                               kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()

@@ -281,6 +281,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["stats", "reset"] and req.method == "POST":
             stats.reset()
             return self._send_json(200, stats.snapshot())
+        if parts[:1] == ["dcgm"] and getattr(self.server, "dcgm", None) is not None:
+            return self._send(*self.server.dcgm.handle(req.method, parts[1:], req.body))  # simcluster/dcgm.py
         raise _not_found_path()
 
     def _openapi(self, req, parts):

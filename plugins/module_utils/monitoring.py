@@ -371,10 +371,13 @@ def recording_rules(s):
     return [
         {"record": "namespace:dcgm_gpu_allocated:count", "expr": "count by (namespace) (%s)" % held},
         {"record": "namespace:dcgm_gpu_utilization:avg", "expr": "avg by (namespace) (%s)" % held},
+        # "or ... * 0": a team holding GPUs with none busy (idle) shows 0, not no data
         {"record": "namespace:dcgm_gpu_busy:count",
-         "expr": "count by (namespace) (%s >= %s)" % (held, t["busy_percent"])},
+         "expr": "count by (namespace) (%s >= %s) or count by (namespace) (%s) * 0"
+                 % (held, t["busy_percent"], held)},
         {"record": "namespace:dcgm_gpu_idle:count",
-         "expr": "count by (namespace) (%s < %s)" % (held, t["idle_percent"])},
+         "expr": "count by (namespace) (%s < %s) or count by (namespace) (%s) * 0"
+                 % (held, t["idle_percent"], held)},
         {"record": "namespace:dcgm_fb_used_bytes:sum",
          "expr": "sum by (namespace) (DCGM_FI_DEV_FB_USED{namespace!=\"\",pod!=\"\"}) * 1048576"},
         {"record": "namespace:dcgm_power_usage_watts:sum",
