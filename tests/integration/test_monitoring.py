@@ -121,9 +121,15 @@ def test_playbook_applies_rule_and_dashboards_then_is_idempotent(cluster, instal
     assert idle["for"] == "30m"                       # inventory threshold reached the cluster
     cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
     assert sorted(c["metadata"]["name"] for c in cms) == ["skaffon-gpu-nodes", "skaffon-gpu-teams"]
+    sim.reset_stats()
     again = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY)
     assert again.rc == 0, again
     assert again.changed() == 0, again
+    # a re-run writes nothing: one LIST of CRDs, one per kind of ours, one namespace GET
+    stats = sim.stats()["by_resource"]
+    assert stats["prometheusrules.monitoring.coreos.com"] == {"list": 1}, stats
+    assert stats["configmaps"] == {"list": 1}, stats
+    assert stats["customresourcedefinitions.apiextensions.k8s.io"] == {"list": 1}, stats
     check = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY, check=True,
                          extra_vars={"monitoring_thresholds": {"idle_for": "2h"}})
     assert check.rc == 0 and check.changed() == 1, check
