@@ -21,7 +21,7 @@ def free_port():
 
 
 class Prometheus:
-    def __init__(self, workdir, config, rule_groups=None, extra_args=()):
+    def __init__(self, workdir, config, rule_groups=None, extra_args=(), data_dir=None):
         self.workdir = str(workdir)
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -37,7 +37,7 @@ class Prometheus:
         self.log = open(os.path.join(self.workdir, "prometheus.log"), "wb")
         self.proc = subprocess.Popen(
             [BINARY, "--config.file", self.config_path,
-             "--storage.tsdb.path", os.path.join(self.workdir, "data"),
+             "--storage.tsdb.path", str(data_dir or os.path.join(self.workdir, "data")),
              "--web.listen-address", "127.0.0.1:%d" % self.port] + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT)
         self.wait(lambda: self._ready(), 60, "Prometheus ready")
