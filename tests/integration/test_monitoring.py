@@ -169,14 +169,19 @@ def prometheus(cluster, installed, tmp_path_factory):
     for group in groups:            # evaluate every second so the test needs no minute-long waits
         group["interval"] = "1s"
     host = sim.url.split("//")[1]
-    # what the ServiceMonitor gives (job from the Service's app label, node from the relabeling);
-    # one scrape config per node because each node has its own path on the simulator
+    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
+        sim, "pods", "-n", "gpu-operator", "-l", "app=nvidia-dcgm-exporter")["items"])
+    # the target labels a ServiceMonitor gives: job (the Service's app label), node (our
+    # relabeling), and namespace/pod/container of the EXPORTER pod, which honorLabels lets the
+    # exporter's own (empty for a free GPU) pod mapping override; one scrape config per node
+    # because each node has its own path on the simulator
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "scrape_configs": [{
                   "job_name": "dcgm-%s" % n, "honor_labels": True, "scrape_interval": "1s",
                   "metrics_path": "/_sim/dcgm/%s/metrics" % n,
-                  "static_configs": [{"targets": [host],
-                                      "labels": {"node": n, "job": "nvidia-dcgm-exporter"}}]}
+                  "static_configs": [{"targets": [host], "labels": {
+                      "node": n, "job": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
+                      "pod": exporters[n], "container": "nvidia-dcgm-exporter"}}]}
                   for n in GPU_NODES]}
     prom = Prometheus(tmp_path_factory.mktemp("prometheus"), config, groups)
     try:
@@ -200,8 +205,11 @@ def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
                            "the pod's GPU in Prometheus")
     assert held[0]["metric"]["pod"] == "train-1" and held[0]["metric"]["node"] == "gpu-h100-1"
     assert float(held[0]["value"][1]) == 90
-    # four GPUs, one held: the free ones have no pod label
+    # four GPUs, one held: the free ones have no pod label (not the exporter pod's either)
     assert len(prometheus.query("DCGM_FI_DEV_GPU_UTIL")) == 4
+    assert len(prometheus.query('DCGM_FI_DEV_GPU_UTIL{pod!=""}')) == 1
+    prometheus.wait(lambda: prometheus.query('namespace:dcgm_gpu_allocated:count{namespace="team-a"} == 1'),
+                    30, "the per-team recording rule")
     assert prometheus.query('ALERTS{alertstate="firing"}') == []  # healthy: nothing fires
     post_faults(sim, {"gpu_xid": [{"node": "gpu-l40s-1", "gpu": 1, "xid": 79}]})
 
