@@ -362,6 +362,15 @@ def alert_rules(s):
                "Node {{ $labels.node }} has {{ $value }} GPUs but its allocatable lists no nvidia.com "
                "resource (device plugin down, MIG or time-slicing not applied).",
                "gpu-node-resources", "15m"),
+        # every healthy layout (whole GPUs, time-slicing replicas, MIG single or mixed) offers at
+        # least one nvidia.com resource per physical GPU
+        _alert(s, "GpuNodeResourcesShort",
+               "(sum by (node) (kube_node_status_allocatable{resource=~\"%s\"}) > 0)"
+               " < on (node) count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP))"
+               % U.KSM_GPU_RESOURCE_REGEX, "warning",
+               "GPU node {{ $labels.node }} offers fewer GPU resources than it has GPUs",
+               "Node {{ $labels.node }} offers {{ $value }} nvidia.com resources, fewer than its GPUs "
+               "(a GPU lost, MIG or time-slicing half applied).", "gpu-node-resources", "15m"),
     ]
 
 

@@ -78,7 +78,7 @@ def run_tests(tmp_path, rule_file, tests):
 def test_promtool_check_rules_accepts_the_rendered_rules(rendered):
     res = promtool("check", "rules", str(rendered[0]))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 25 rules found" in res.stdout
+    assert "SUCCESS: 26 rules found" in res.stdout
 
 
 def test_promtool_check_refuses_bad_promql(tmp_path):
@@ -205,6 +205,15 @@ def test_fault_scenarios_fire_their_alerts(rendered, tmp_path):
         {"eval_time": "15m", "alertname": "GpuNodeResourcesMissing", "exp_alerts": []},
         {"eval_time": "17m", "alertname": "GpuNodeResourcesMissing",
          "exp_alerts": [expected(rules, "GpuNodeResourcesMissing", {"node": "gpu-1"}, 2)]},
+        {"eval_time": "17m", "alertname": "GpuNodeResourcesShort", "exp_alerts": []},
+    ]})
+    # One of the two GPUs lost from allocatable (a MIG change half applied): short after 15m.
+    s = replace(healthy_series(), "kube_node_status_allocatable{", "2 1+0x40")
+    tests.append({"interval": "1m", "input_series": s, "alert_rule_test": [
+        {"eval_time": "15m", "alertname": "GpuNodeResourcesShort", "exp_alerts": []},
+        {"eval_time": "17m", "alertname": "GpuNodeResourcesShort",
+         "exp_alerts": [expected(rules, "GpuNodeResourcesShort", {"node": "gpu-1"}, 1)]},
+        {"eval_time": "17m", "alertname": "GpuNodeResourcesMissing", "exp_alerts": []},
     ]})
     res = run_tests(tmp_path, rule_file, tests)
     assert res.returncode == 0, res.stdout + res.stderr
