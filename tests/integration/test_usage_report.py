@@ -69,6 +69,12 @@ def history(tmp_path_factory):
                 ns = "team-b" if pod == "job-2" else "team-a"
                 lines.append('kube_pod_status_phase{namespace="%s",pod="%s",phase="%s"} %d %d'
                              % (ns, pod, p, 1 if p == phase else 0, ts))
+    # Kueue's admission wait histogram for one ClusterQueue: 30 s per admission on average
+    for suffix, per_minute in (("sum", 30), ("count", 1)):
+        lines.append("# TYPE kueue_admission_wait_time_seconds_%s unknown" % suffix)
+        for m in range(0, 240):
+            lines.append('kueue_admission_wait_time_seconds_%s{cluster_queue="team-a-cq"} %d %d'
+                         % (suffix, (m + 1) * per_minute, t0 + m * STEP + STEP // 2))
     lines.append("# EOF")
     (work / "history.om").write_text("\n".join(lines) + "\n")
     data = work / "data"
@@ -102,10 +108,10 @@ def test_report_numbers_by_hand(simcluster, history):
     assert b["cost"] == 4.5 and b["cost_per_unit"] is None                               # 3 h x 1.5
     pools = dict((p["pool"], p) for p in out["pools"])
     assert pools["h100"]["allocated_gpu_hours"] == 6.0 and pools["l40s"]["allocated_gpu_hours"] == 3.0
-    assert out["queue_wait"] is None
+    assert out["queue_wait"] == {"team-a-cq": pytest.approx(30.0)}
     md = (dest / "gpu-usage.md").read_text()
     assert "| team-a | 6.0 | 4.0 | 67 % | 2.0 | 0.0 | 24.00 | 12 | 2.00 |" in md
-    assert "N/A: Prometheus has no queue backend metrics" in md
+    assert "| team-a-cq | 30.0 |" in md
     with open(dest / "gpu-usage.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["team"], r["pool"], r["allocated_gpu_hours"], r["cost"]) for r in rows] == [

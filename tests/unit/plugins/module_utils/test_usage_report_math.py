@@ -30,6 +30,7 @@ def test_hours_shares_and_costs():
 def test_unknown_node_goes_to_no_pool():
     rep = ur.compute([series("n9", "a", "t1", [90])], set(), {}, sample_interval=3600)
     assert rep["pools"][0]["pool"] == ur.UNKNOWN_POOL
+    assert "N/A: Prometheus has no queue backend metrics" in ur.markdown(rep, "s", "e")
 
 
 @pytest.mark.parametrize("args, setting", [
