@@ -294,9 +294,12 @@ def alert_rules(s):
                "GPU reported Xid {{ $value }}",
                where + " reported Xid {{ $value }} (usually the job's fault: check the pod "
                "{{ $labels.namespace }}/{{ $labels.pod }}).", "gpu-xid-error", "1m"),
+        # fewer GPUs than during the last hour, or none at all, while the exporter answers
         _alert(s, "GpuMissing",
-               "count by (node) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))"
+               "(count by (node) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))"
                " > count by (node) (DCGM_FI_DEV_GPU_TEMP)"
+               " or count by (node) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))"
+               " unless on (node) count by (node) (DCGM_FI_DEV_GPU_TEMP))"
                " and on (node) (up{job=\"%s\"} == 1)" % job, "critical",
                "A GPU disappeared from node {{ $labels.node }}",
                "Node {{ $labels.node }} reported more GPUs in the last hour than now (fallen off the "
@@ -306,6 +309,12 @@ def alert_rules(s):
                "Prometheus cannot scrape the DCGM exporter on node {{ $labels.node }} "
                "({{ $labels.instance }}): no GPU alert works for this node.", "driver-problem",
                t["exporter_down_for"]),
+        # a crash-looping exporter pod leaves the Service endpoints: its target vanishes, no up == 0
+        _alert(s, "GpuExporterUnavailable",
+               "kube_daemonset_status_number_unavailable{daemonset=\"%s\"} > 0" % U.DCGM_EXPORTER_APP,
+               "warning", "{{ $value }} DCGM exporter pods unavailable",
+               "{{ $value }} pods of DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }} are not "
+               "ready: GPUs on those nodes are not monitored.", "driver-problem", "10m"),
         _alert(s, "GpuExporterMissing", "absent(up{job=\"%s\"})" % job, "critical",
                "No DCGM exporter target at all",
                "Prometheus has no DCGM exporter target (job %s): the ServiceMonitor is not selected or "

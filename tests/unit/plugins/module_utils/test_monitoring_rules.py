@@ -78,7 +78,7 @@ def run_tests(tmp_path, rule_file, tests):
 def test_promtool_check_rules_accepts_the_rendered_rules(rendered):
     res = promtool("check", "rules", str(rendered[0]))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 26 rules found" in res.stdout
+    assert "SUCCESS: 27 rules found" in res.stdout
 
 
 def test_promtool_check_refuses_bad_promql(tmp_path):
@@ -110,6 +110,8 @@ def healthy_series():
         {"series": 'up{%s,node="gpu-1",instance="10.0.0.1:9400"}' % JOB, "values": "1+0x120"},
         {"series": 'kube_node_status_allocatable{node="gpu-1",resource="nvidia_com_gpu",unit="integer"}',
          "values": "2+0x120"},
+        {"series": 'kube_daemonset_status_number_unavailable{namespace="gpu-operator",'
+                   'daemonset="nvidia-dcgm-exporter"}', "values": "0+0x120"},
     ]
 
 
@@ -156,6 +158,21 @@ def test_fault_scenarios_fire_their_alerts(rendered, tmp_path):
         {"eval_time": "14m", "alertname": "GpuMissing", "exp_alerts": []},
         {"eval_time": "20m", "alertname": "GpuMissing",
          "exp_alerts": [expected(rules, "GpuMissing", {"node": "gpu-1"}, 1)]},
+    ]})
+    # Every GPU of the node gone while its exporter still answers (driver crashed): GpuMissing too.
+    s = replace(replace(healthy_series(), "DCGM_FI_DEV_GPU_TEMP{%s}" % GPU1, "60+0x10"),
+                "DCGM_FI_DEV_GPU_TEMP{%s}" % GPU0, "55+0x10")
+    tests.append({"interval": "1m", "input_series": s, "alert_rule_test": [
+        {"eval_time": "20m", "alertname": "GpuMissing",
+         "exp_alerts": [expected(rules, "GpuMissing", {"node": "gpu-1"}, 2)]},
+    ]})
+    # The exporter pod of a node crash-loops: out of the endpoints, so no up == 0; the DaemonSet says it.
+    s = replace(healthy_series(), "kube_daemonset_status_number_unavailable{", "0 1+0x30")
+    ds = {"namespace": "gpu-operator", "daemonset": "nvidia-dcgm-exporter"}
+    tests.append({"interval": "1m", "input_series": s, "alert_rule_test": [
+        {"eval_time": "10m", "alertname": "GpuExporterUnavailable", "exp_alerts": []},
+        {"eval_time": "12m", "alertname": "GpuExporterUnavailable",
+         "exp_alerts": [expected(rules, "GpuExporterUnavailable", ds, 1)]},
     ]})
     # Overheating: 95 C from minute 1: critical after 2m, warning after 10m.
     s = replace(healthy_series(), "DCGM_FI_DEV_GPU_TEMP{%s}" % GPU0, "70 95+0x30")
