@@ -161,3 +161,20 @@ def test_extra_metrics_make_extra_rules_possible():
     groups = monitoring.prometheus_rule(given)["spec"]["groups"]
     assert groups[-1]["name"] == "site"
     assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, counter" in monitoring.metrics_csv(monitoring.settings(given))
+
+
+def test_fragment_survives_the_gpu_operator_roles_value_merge():
+    """The site flow: gpu_operator_values = site values deep-merged with the fragment; the role's
+    own service_monitor default (false) must not switch the ServiceMonitor off."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
+    plan = {"driver_enabled": False, "toolkit_enabled": False, "node_labels": {}, "warnings": [], "errors": []}
+    site = {"dcgmExporter": {"resources": {"limits": {"memory": "1Gi"}}}}
+    fragment = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}}})
+    # what `site | combine(fragment, recursive=true)` gives (disjoint keys under dcgmExporter)
+    merged = {"dcgmExporter": dict(site["dcgmExporter"], **fragment["dcgmExporter"])}
+    values = ov.operator_values(plan, user_values=merged, service_monitor=False)
+    exp = values["dcgmExporter"]
+    assert exp["serviceMonitor"]["enabled"] is True
+    assert exp["serviceMonitor"]["additionalLabels"] == {"release": "prom"}
+    assert exp["config"]["name"] == "skaffon-dcgm-metrics" and "DCGM_FI_DEV_FB_TOTAL" in exp["config"]["data"]
+    assert exp["resources"] == {"limits": {"memory": "1Gi"}}
