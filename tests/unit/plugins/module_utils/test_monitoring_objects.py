@@ -170,8 +170,7 @@ def test_fragment_survives_the_gpu_operator_roles_value_merge():
     plan = {"driver_enabled": False, "toolkit_enabled": False, "node_labels": {}, "warnings": [], "errors": []}
     site = {"dcgmExporter": {"resources": {"limits": {"memory": "1Gi"}}}}
     fragment = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}}})
-    # what `site | combine(fragment, recursive=true)` gives (disjoint keys under dcgmExporter)
-    merged = {"dcgmExporter": dict(site["dcgmExporter"], **fragment["dcgmExporter"])}
+    merged = ov.deep_merge(site, fragment)      # as `site | combine(fragment, recursive=true)`
     values = ov.operator_values(plan, user_values=merged, service_monitor=False)
     exp = values["dcgmExporter"]
     assert exp["serviceMonitor"]["enabled"] is True
