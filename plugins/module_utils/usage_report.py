@@ -230,7 +230,7 @@ class Prometheus:
         try:
             resp = self.open_url(url, timeout=self.timeout, validate_certs=self.validate_certs)
             body = json.loads(resp.read())
-        except Exception as exc:  # noqa: BLE001 - any transport error is reported with the URL
+        except (OSError, ValueError) as exc:   # URLError/HTTPError/timeouts are OSErrors; bad JSON
             raise DomainError("usage_report_prometheus_url: query %s at %s failed: %s" % (expr, self.url, exc),
                               query=expr)
         if body.get("status") != "success":

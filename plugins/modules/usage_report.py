@@ -108,6 +108,10 @@ rows:
   returned: always
   type: list
   elements: dict
+queue_wait:
+  description: Mean admission wait in seconds per Kueue ClusterQueue; null without Kueue metrics.
+  returned: always
+  type: dict
 files:
   description: Paths of the files written (or that would be written in check mode).
   returned: always
@@ -125,15 +129,13 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import
 
 def _time(value, name):
     import datetime
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise DomainError("usage_report_%s: %r is not a time: give ISO 8601 (2026-11-01T00:00:00Z) or Unix "
-                          "seconds" % (name, value))
+    for parse in (float, lambda v: datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()):
+        try:
+            return parse(value)
+        except ValueError:
+            continue
+    raise DomainError("usage_report_%s: %r is not a time: give ISO 8601 (2026-11-01T00:00:00Z) or Unix "
+                      "seconds" % (name, value))
 
 
 def _iso(t):

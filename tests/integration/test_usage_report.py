@@ -5,6 +5,7 @@ Four hours of DCGM exporter samples (one a minute) are backfilled with
 cluster's node labels. The expected numbers are worked out by hand below.
 """
 import csv
+import datetime
 import os
 import shutil
 import subprocess
@@ -93,8 +94,9 @@ def history(tmp_path_factory):
 def test_report_numbers_by_hand(simcluster, history):
     prom, t0, work = history
     dest = work / "report"
+    iso = datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, extra_vars={
-        "usage_report_prometheus_url": prom.url, "usage_report_start": str(t0),
+        "usage_report_prometheus_url": prom.url, "usage_report_start": iso,
         "usage_report_end": str(t0 + HOURS * 3600), "usage_report_dest": str(dest)})
     assert res.rc == 0, res
     out = res.task_results("Query Prometheus and write the report")[0]
@@ -136,3 +138,13 @@ def test_report_refuses_a_reversed_period(simcluster, history):
     assert res.rc != 0
     assert "usage_report_end" in " ".join(res.failure_messages())
     assert not (work / "never").exists()
+
+
+def test_report_names_the_url_when_prometheus_does_not_answer(simcluster, history, tmp_path):
+    _prom, t0, _work = history
+    res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, extra_vars={
+        "usage_report_prometheus_url": "http://127.0.0.1:9", "usage_report_start": str(t0),
+        "usage_report_end": str(t0 + 3600), "usage_report_dest": str(tmp_path / "r")})
+    assert res.rc != 0
+    msg = " ".join(res.failure_messages())
+    assert "usage_report_prometheus_url" in msg and "127.0.0.1:9" in msg
