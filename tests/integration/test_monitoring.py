@@ -185,6 +185,8 @@ def prometheus(cluster, installed, tmp_path_factory):
                   for n in GPU_NODES]}
     prom = Prometheus(tmp_path_factory.mktemp("prometheus"), config, groups)
     try:
+        prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(GPU_NODES), 60,
+                  "both exporter targets scraped")
         yield prom
     finally:
         prom.stop()
@@ -206,7 +208,7 @@ def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
     assert held[0]["metric"]["pod"] == "train-1" and held[0]["metric"]["node"] == "gpu-h100-1"
     assert float(held[0]["value"][1]) == 90
     # four GPUs, one held: the free ones have no pod label (not the exporter pod's either)
-    assert len(prometheus.query("DCGM_FI_DEV_GPU_UTIL")) == 4
+    prometheus.wait(lambda: len(prometheus.query("DCGM_FI_DEV_GPU_UTIL")) == 4, 30, "four GPU series")
     assert len(prometheus.query('DCGM_FI_DEV_GPU_UTIL{pod!=""}')) == 1
     prometheus.wait(lambda: prometheus.query('namespace:dcgm_gpu_allocated:count{namespace="team-a"} == 1'),
                     30, "the per-team recording rule")
