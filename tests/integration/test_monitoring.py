@@ -223,6 +223,21 @@ def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
     assert alerts[0]["labels"]["node"] == "gpu-l40s-1" and alerts[0]["labels"]["gpu"] == "1"
     assert alerts[0]["labels"]["severity"] == "critical"
     assert alerts[0]["annotations"]["runbook_url"].endswith("/gpu-xid-error.md")
+    # an allocated GPU at 0 % and an overheating GPU: their alerts go pending (their `for` is
+    # 30m / 2m; promtool's unit tests check the firing)
+    idle = json.loads(json.dumps(pod))
+    idle["metadata"].update(name="notebook-1", annotations={"simcluster.skaffon.io/gpu-util": "0"})
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(idle))
+    post_faults(sim, {"gpu_overheat": [{"node": "gpu-l40s-1", "gpu": 0, "temp": 96}]})
+
+    def pending(name):
+        return [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] == name]
+    got = prometheus.wait(lambda: pending("GpuAllocatedIdle"), 60, "GpuAllocatedIdle pending")
+    assert [(a["labels"]["pod"], a["state"]) for a in got] == [("notebook-1", "pending")]
+    got = prometheus.wait(lambda: pending("GpuTemperatureCritical"), 60, "GpuTemperatureCritical pending")
+    assert got[0]["labels"]["node"] == "gpu-l40s-1" and got[0]["labels"]["gpu"] == "0"
+    post_faults(sim, {"gpu_overheat": []})
+    kubectl(sim, "delete", "pod", "-n", "team-a", "notebook-1", "--wait=false")
     # the exporter of a node stops answering: its target goes down
     post_faults(sim, {"dcgm_exporter_down": ["gpu-h100-1"]})
     prometheus.wait(lambda: prometheus.query('up{node="gpu-h100-1"} == 0'), 60, "up == 0 for gpu-h100-1")
