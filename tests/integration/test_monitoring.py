@@ -138,6 +138,15 @@ def test_playbook_applies_rule_and_dashboards_then_is_idempotent(cluster, instal
     assert idle["for"] == "30m"                       # check mode wrote nothing
 
 
+def test_example_inventory_settings_validate_in_check_mode(cluster, installed):
+    sim, _ = cluster
+    res = run_playbook(PLAYBOOK, sim.env, inventory=os.path.join(REPO, "inventories", "example"), check=True)
+    assert res.rc == 0, res
+    assert res.changed() == 1             # other rule labels than the test inventory's: a dry-run apply
+    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+
+
 def test_refuses_unknown_metric_and_bad_promql_before_any_write(cluster, installed):
     sim, _ = cluster
     before = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["metadata"]["resourceVersion"]
