@@ -279,6 +279,10 @@ def _alert(s, name, expr, severity, summary, description, runbook, for_=None):
     return rule
 
 
+_GPUS_NOW = "count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP))"
+_GPUS_1H = "count by (node) (count by (node, gpu) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h])))"
+
+
 def alert_rules(s):
     t = s["thresholds"]
     job = s["exporter_job"]
@@ -294,13 +298,11 @@ def alert_rules(s):
                "GPU reported Xid {{ $value }}",
                where + " reported Xid {{ $value }} (usually the job's fault: check the pod "
                "{{ $labels.namespace }}/{{ $labels.pod }}).", "gpu-xid-error", "1m"),
-        # fewer GPUs than during the last hour, or none at all, while the exporter answers
+        # fewer physical GPUs (not MIG instances, which come and go with a MIG change) than during
+        # the last hour, or none at all, while the exporter answers
         _alert(s, "GpuMissing",
-               "(count by (node) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))"
-               " > count by (node) (DCGM_FI_DEV_GPU_TEMP)"
-               " or count by (node) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))"
-               " unless on (node) count by (node) (DCGM_FI_DEV_GPU_TEMP))"
-               " and on (node) (up{job=\"%s\"} == 1)" % job, "critical",
+               "(%s > %s or %s unless on (node) %s) and on (node) (up{job=\"%s\"} == 1)"
+               % (_GPUS_1H, _GPUS_NOW, _GPUS_1H, _GPUS_NOW, job), "critical",
                "A GPU disappeared from node {{ $labels.node }}",
                "Node {{ $labels.node }} reported more GPUs in the last hour than now (fallen off the "
                "bus, Xid 79?).", "node-failure", "2m"),
@@ -375,8 +377,7 @@ def alert_rules(s):
         # least one nvidia.com resource per physical GPU
         _alert(s, "GpuNodeResourcesShort",
                "(sum by (node) (kube_node_status_allocatable{resource=~\"%s\"}) > 0)"
-               " < on (node) count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP))"
-               % U.KSM_GPU_RESOURCE_REGEX, "warning",
+               " < on (node) %s" % (U.KSM_GPU_RESOURCE_REGEX, _GPUS_NOW), "warning",
                "GPU node {{ $labels.node }} offers fewer GPU resources than it has GPUs",
                "Node {{ $labels.node }} offers {{ $value }} nvidia.com resources, fewer than its GPUs "
                "(a GPU lost, MIG or time-slicing half applied).", "gpu-node-resources", "15m"),

@@ -174,6 +174,13 @@ def test_fault_scenarios_fire_their_alerts(rendered, tmp_path):
         {"eval_time": "12m", "alertname": "GpuExporterUnavailable",
          "exp_alerts": [expected(rules, "GpuExporterUnavailable", ds, 1)]},
     ]})
+    # MIG disabled on GPU 0: its two instances give way to the whole GPU; no GPU is missing.
+    mig = [GPU0 + ',GPU_I_PROFILE="3g.40gb",GPU_I_ID="%d"' % i for i in (1, 2)]
+    s = [x for x in healthy_series() if not x["series"].startswith("DCGM_FI_DEV_GPU_TEMP{%s}" % GPU0)]
+    s += [{"series": "DCGM_FI_DEV_GPU_TEMP{%s}" % m, "values": "50+0x10"} for m in mig]
+    s += [{"series": "DCGM_FI_DEV_GPU_TEMP{%s}" % GPU0, "values": "_x12 50+0x60"}]
+    tests.append({"interval": "1m", "input_series": s, "alert_rule_test": [
+        {"eval_time": t, "alertname": "GpuMissing", "exp_alerts": []} for t in ("5m", "20m", "40m")]})
     # Overheating: 95 C from minute 1: critical after 2m, warning after 10m.
     s = replace(healthy_series(), "DCGM_FI_DEV_GPU_TEMP{%s}" % GPU0, "70 95+0x30")
     tests.append({"interval": "1m", "input_series": s, "alert_rule_test": [
