@@ -102,6 +102,8 @@ DEFAULTS = {
     "service_monitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"},
                         "interval": "15s", "honor_labels": True},
     "metrics_configmap": "skaffon-dcgm-metrics",
+    # pod labels copied onto the GPU series (regexes; the operator then grants the exporter pod reads)
+    "pod_labels": [],
     "extra_metrics": [],
     "exporter_job": U.DCGM_EXPORTER_JOB,
     "runbook_base_url": "https://github.com/skaffon/gpu_platform/blob/main/docs/runbooks",
@@ -194,6 +196,13 @@ def _validate(s):
     if not isinstance(s["runbook_base_url"], str) or not s["runbook_base_url"]:
         _fail("runbook_base_url", s["runbook_base_url"], "a URL prefix of the docs/runbooks folder")
     metrics(s)  # validates extra_metrics
+    if not isinstance(s["pod_labels"], list) or not all(isinstance(r, str) and r for r in s["pod_labels"]):
+        _fail("pod_labels", s["pod_labels"], "a list of label-name regexes, e.g. ['^app$', '^kueue\\.x-k8s\\.io/.*$']")
+    for regex in s["pod_labels"]:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            _fail("pod_labels", regex, "not a regular expression (%s)" % exc)
     if not isinstance(s["extra_rules"], list):
         _fail("extra_rules", s["extra_rules"], "a list of Prometheus rule groups ({name, rules})")
 
@@ -249,7 +258,11 @@ def dcgm_values(given=None):
     gpu_operator_values): our metrics CSV as a chart-created ConfigMap, the ServiceMonitor."""
     s = settings(given)
     sm = s["service_monitor"]
-    return {"dcgmExporter": {
+    extra = {}
+    if s["pod_labels"]:
+        # opt-in, bounded: only the listed labels (Prometheus cardinality)
+        extra = {"enablePodLabels": True, "podLabelAllowlistRegex": list(s["pod_labels"])}
+    return {"dcgmExporter": dict(extra, **{
         "config": {"name": s["metrics_configmap"], "create": True, "data": metrics_csv(s)},
         "serviceMonitor": {
             "enabled": sm["enabled"], "interval": sm["interval"],
@@ -261,7 +274,7 @@ def dcgm_values(given=None):
             # (Hostname -> hostname) in dcgm-exporter 4.8.3
             "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
                              "targetLabel": "node", "action": "replace"}],
-        }}}
+        }})}
 
 
 # --- PrometheusRule -------------------------------------------------------------------------------

@@ -98,7 +98,8 @@ def test_dcgm_values_render_with_the_real_chart(tmp_path):
     need(CP_CRD)
     if not os.path.exists(HELM):
         pytest.skip("helm3 not in .venv/bin")
-    values = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}}})
+    values = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}},
+                                     "pod_labels": ["^app$", "^kueue\\.x-k8s\\.io/queue-name$"]})
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
     out = subprocess.run([HELM, "template", "gpu-operator", CHART, "-n", "gpu-operator", "-f", str(path)],
@@ -115,6 +116,8 @@ def test_dcgm_values_render_with_the_real_chart(tmp_path):
     assert sm["enabled"] is True and sm["honorLabels"] is True
     assert sm["additionalLabels"] == {"release": "prom"}
     assert sm["relabelings"][0]["targetLabel"] == "node"
+    assert exp["enablePodLabels"] is True
+    assert exp["podLabelAllowlistRegex"] == ["^app$", "^kueue\\.x-k8s\\.io/queue-name$"]
     jsonschema.Draft7Validator(crd_schema(CP_CRD)["properties"]["spec"]["properties"]["dcgmExporter"]
                                ).validate(cp["spec"]["dcgmExporter"])
 
@@ -146,6 +149,7 @@ def test_dashboards_are_sidecar_configmaps_on_real_metric_names():
     ({"dashboard_label": {}}, "sidecar selects"),
     ({"service_monitor": {"interval": "often"}}, "interval"),
     ({"service_monitr": {}}, "unknown setting"),
+    ({"pod_labels": ["(app"]}, "not a regular expression"),
 ])
 def test_refusals_name_the_setting_and_the_fix(given, fragment):
     with pytest.raises(DomainError) as err:
