@@ -157,6 +157,9 @@ def test_refuses_unknown_metric_and_bad_promql_before_any_write(cluster, install
         bad = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY, extra_vars={"monitoring_extra_rules": [
             {"name": "site", "rules": [{"alert": "Broken", "expr": "sum by (node (DCGM_FI_DEV_GPU_UTIL)"}]}]})
         assert bad.rc != 0 and "promtool refused" in " ".join(bad.failure_messages()), bad
+    bad = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY,
+                       extra_vars={"monitoring_promtool": "/nonexistent/promtool"})
+    assert bad.rc != 0 and "/nonexistent/promtool not found" in " ".join(bad.failure_messages()), bad
     after = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["metadata"]["resourceVersion"]
     assert before == after
 
