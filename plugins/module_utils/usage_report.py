@@ -22,6 +22,7 @@ __metaclass__ = type
 import csv
 import io
 import json
+from urllib.parse import urlencode
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 
@@ -225,7 +226,6 @@ class Prometheus:
         self.validate_certs = validate_certs
 
     def query(self, expr, at):
-        from ansible.module_utils.six.moves.urllib.parse import urlencode
         url = "%s/api/v1/query?%s" % (self.url, urlencode({"query": expr, "time": "%.3f" % at}))
         try:
             resp = self.open_url(url, timeout=self.timeout, validate_certs=self.validate_certs)

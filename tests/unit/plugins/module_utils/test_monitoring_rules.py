@@ -5,6 +5,7 @@ PrometheusRule (spec.groups is a Prometheus rule file). Scenarios: a GPU fallen 
 (Xid 79), an overheating GPU, an allocated idle GPU, a missing or unscrapable exporter, memory
 errors, a GPU node offering no resource; a healthy fleet fires no alert at all.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -267,7 +268,6 @@ def test_recording_rules_per_team_and_node(rendered, tmp_path):
 
 
 def test_every_alert_has_a_runbook_page(rendered):
-    import os
     docs = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "runbooks")
     for name, rule in rendered[1].items():
         page = rule["annotations"]["runbook_url"].rsplit("/", 1)[1]
