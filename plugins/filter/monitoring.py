@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters monitoring_dcgm_values, monitoring_objects, monitoring_metrics_csv (docs in the .yml sidecars)."""
+"""Filters monitoring_dcgm_values, monitoring_objects, monitoring_metrics_csv, monitoring_required_crds
+(docs in the .yml sidecars)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -28,6 +29,10 @@ def monitoring_objects(settings=None):
     return _call(monitoring.objects, settings)
 
 
+def monitoring_required_crds(settings=None):
+    return _call(monitoring.required_crds, settings)
+
+
 def monitoring_metrics_csv(settings=None):
     return _call(lambda s: monitoring.metrics_csv(monitoring.settings(s)), settings)
 
@@ -38,4 +43,5 @@ class FilterModule(object):
             "monitoring_dcgm_values": monitoring_dcgm_values,
             "monitoring_objects": monitoring_objects,
             "monitoring_metrics_csv": monitoring_metrics_csv,
+            "monitoring_required_crds": monitoring_required_crds,
         }

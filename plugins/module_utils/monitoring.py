@@ -466,6 +466,13 @@ def panel_queries(configmap):
     return monitoring_dashboards.queries(configmap)
 
 
+def required_crds(given=None):
+    """CRDs the cluster must serve before anything is written: the PrometheusRule's, and the
+    ServiceMonitor's when the exporter values ask for one."""
+    s = settings(given)
+    return [U.CRD_PROMETHEUS_RULES] + ([U.CRD_SERVICE_MONITORS] if s["service_monitor"]["enabled"] else [])
+
+
 def objects(given=None):
     """Everything the role applies, in order: the PrometheusRule, then the dashboards."""
     return [prometheus_rule(given)] + dashboards(given)

@@ -181,3 +181,10 @@ def test_fragment_survives_the_gpu_operator_roles_value_merge():
     assert exp["serviceMonitor"]["additionalLabels"] == {"release": "prom"}
     assert exp["config"]["name"] == "skaffon-dcgm-metrics" and "DCGM_FI_DEV_FB_TOTAL" in exp["config"]["data"]
     assert exp["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+def test_required_crds_follow_the_service_monitor_setting():
+    assert monitoring.required_crds() == ["prometheusrules.monitoring.coreos.com",
+                                          "servicemonitors.monitoring.coreos.com"]
+    assert monitoring.required_crds({"service_monitor": {"enabled": False}}) == [
+        "prometheusrules.monitoring.coreos.com"]
