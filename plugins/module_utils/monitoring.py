@@ -272,7 +272,7 @@ def dcgm_values(given=None):
             "additionalLabels": dict(sm["labels"]),
             # node name as a stable label: the exporter's own host label changed case
             # (Hostname -> hostname) in dcgm-exporter 4.8.3
-            "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
+            "relabelings": [{"sourceLabels": [U.PROM_META_POD_NODE_NAME],
                              "targetLabel": "node", "action": "replace"}],
         }})}
 

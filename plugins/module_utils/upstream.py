@@ -126,6 +126,7 @@ CRD_SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"
 KSM_GPU_RESOURCE_REGEX = "nvidia_com_(gpu|gpu_shared|mig_.+)"  # kube-state-metrics resource label
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 PART_OF_VALUE = "skaffon-gpu-platform"
+PROM_META_POD_NODE_NAME = "__meta_kubernetes_pod_node_name"  # Prometheus kubernetes_sd pod target label
 
 
 # --- Platform design (filter platform_design) -----------------------------------------
