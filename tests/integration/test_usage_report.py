@@ -148,3 +148,13 @@ def test_report_names_the_url_when_prometheus_does_not_answer(simcluster, histor
     assert res.rc != 0
     msg = " ".join(res.failure_messages())
     assert "usage_report_prometheus_url" in msg and "127.0.0.1:9" in msg
+
+
+def test_check_mode_writes_nothing(simcluster, history):
+    prom, t0, work = history
+    res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, check=True, extra_vars={
+        "usage_report_prometheus_url": prom.url, "usage_report_start": str(t0),
+        "usage_report_end": str(t0 + HOURS * 3600), "usage_report_dest": str(work / "dry")})
+    assert res.rc == 0 and res.changed() == 1, res
+    assert res.task_results("Query Prometheus and write the report")[0]["teams"][0]["allocated_gpu_hours"] == 6.0
+    assert not (work / "dry").exists()
