@@ -22,6 +22,7 @@ __metaclass__ = type
 import csv
 import io
 import json
+import math
 from urllib.parse import urlencode
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
@@ -155,9 +156,9 @@ def markdown(report, start, end, currency="", unit_name="unit", chart=None):
     lines += ["", "## Per node pool", "", "| pool | allocated GPU h | busy GPU h | idle GPU h | failed-pod GPU h |",
               "|---|---:|---:|---:|---:|"]
     for p in report["pools"]:
-        lines.append("| %s | %s | %s | %s | %s |" % (p["pool"], _fmt(p["allocated_gpu_hours"]),
-                                                   _fmt(p["busy_gpu_hours"]), _fmt(p["idle_gpu_hours"]),
-                                                   _fmt(p["failed_pod_gpu_hours"])))
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            p["pool"], _fmt(p["allocated_gpu_hours"]), _fmt(p["busy_gpu_hours"]),
+            _fmt(p["idle_gpu_hours"]), _fmt(p["failed_pod_gpu_hours"])))
     lines += ["", "## Queue wait", ""]
     if report["queue_wait"]:
         lines += ["| queue | mean admission wait (s) |", "|---|---:|"]
@@ -252,7 +253,7 @@ def collect(prom, start, end, node_pools, prices=None, units=None, busy_percent=
             value = float(s["value"][1])
         except (TypeError, ValueError):
             continue
-        if value == value:                     # NaN: no admissions in the period
+        if not math.isnan(value):              # NaN: no admissions in the period
             waits[s["metric"].get("cluster_queue", "")] = value
     return compute(util, failed, node_pools, prices, units, busy_percent, idle_percent, sample_interval,
                    waits or None)

@@ -15,7 +15,7 @@ class FakeKube:
 
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         self.calls.append(("list", kind, namespace, label_selector))
-        return [copy.deepcopy(o) for (k, _), o in self.objects.items() if k == kind], "1"
+        return [copy.deepcopy(o) for (k, _name), o in self.objects.items() if k == kind], "1"
 
     def get(self, api_version, kind, name, namespace=None):
         self.calls.append(("get", kind, name))
@@ -34,7 +34,7 @@ def test_first_run_applies_all_then_nothing():
     changed, results, diffs = converge(kube, objs)
     assert changed and [r["action"] for r in results] == ["created"] * 3 and len(diffs) == 3
     kube.calls = []
-    changed, results, _ = converge(kube, objs)
+    changed, results, _diffs = converge(kube, objs)
     assert not changed
     assert kube.calls == [("list", "PrometheusRule", "monitoring", "app.kubernetes.io/part-of=skaffon-gpu-platform"),
                           ("list", "ConfigMap", "monitoring", "app.kubernetes.io/part-of=skaffon-gpu-platform")]

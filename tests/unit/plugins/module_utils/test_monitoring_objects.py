@@ -132,7 +132,7 @@ def test_dashboards_are_sidecar_configmaps_on_real_metric_names():
         assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
         queries = monitoring.panel_queries(board)
         assert len(queries) >= 6
-        for _, _, expr in queries:
+        for _board, _panel, expr in queries:
             names = set(re.findall(r"\b([A-Za-z_:][A-Za-z0-9_:]*)\{", expr))
             assert names <= fields | records | {"up"}, expr
 
