@@ -41,6 +41,7 @@ lint: $(STAMP) build/collections
 	$(BIN)/ansible-lint --profile production $(wildcard roles playbooks inventories molecule)
 
 unit: $(STAMP) build/collections
+	scripts/system_deps.sh
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 integration: $(STAMP) build/collections

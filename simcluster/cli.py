@@ -89,6 +89,9 @@ def start(cluster_path, port=0, host="127.0.0.1", state=None):
         handle = twins.start(store, spec)
         if hasattr(handle, "runtime"):
             server.on_pause.append(handle.runtime.pause)
+    dcgm = _optional("simcluster.dcgm")  # DCGM exporter metrics under /_sim/dcgm/<node>/metrics
+    if dcgm is not None:
+        server.dcgm = dcgm.Exporter(store, spec, handle)
     thread = threading.Thread(target=server.serve_forever, name="simcluster-http",
                               kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()

@@ -32,7 +32,12 @@ FAULTS = {
     "device_plugin_crashloop": list,        # node names: device plugin pod CrashLoopBackOff
     "image_pull_fail": list,                # image references that never pull
     "api_errors": list,                     # API requests answered with an error (api_faults.py)
+    "gpu_xid": list,                        # [{node, gpu, xid, lost?}]: DCGM exporter (simcluster/dcgm.py)
+    "gpu_overheat": list,                   # [{node, gpu, temp}]
+    "gpu_ecc_dbe": list,                    # [{node, gpu, count}]
+    "dcgm_exporter_down": list,             # node names: the exporter endpoint answers 503
 }
+STRUCTURED_FAULTS = ("image_pull_fail", "gpu_xid", "gpu_overheat", "gpu_ecc_dbe")  # not node-name lists
 NFD_MODES = ("operator", "preinstalled", "absent")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "labels", "taints", "cpu", "memory",
@@ -106,11 +111,17 @@ def validate(data, base_dir=".", source="cluster file"):
                 value = validate_api_errors(value)
             except ValueError as exc:
                 raise ClusterFileError(str(exc))
-        elif FAULTS[key] is list and key != "image_pull_fail":
+        elif FAULTS[key] is list and key not in STRUCTURED_FAULTS:
             for name in value:
                 if name not in seen:
                     _err("faults.%s" % key, "node %r is not in nodes" % name)
         out_faults[key] = value
+    if any(k in out_faults for k in STRUCTURED_FAULTS[1:]):
+        from .dcgm import FaultError, validate_faults  # local: keeps load() importable alone
+        try:
+            validate_faults(out_faults, seen)
+        except FaultError as exc:
+            _err("faults", str(exc))
     spec["faults"] = out_faults
 
     timings = dict(DEFAULT_TIMINGS)

@@ -317,6 +317,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise _bad("seconds must be between 0 and 3600, got %s" % seconds)
             self.server.pause(seconds)
             return self._send_json(200, {"paused_seconds": seconds})
+        if parts[:1] == ["dcgm"] and getattr(self.server, "dcgm", None) is not None:
+            return self._send(*self.server.dcgm.handle(req.method, parts[1:], req.body))  # simcluster/dcgm.py
         raise _not_found_path()
 
     def _openapi(self, req, parts):

@@ -147,6 +147,15 @@ KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------
 # (names added by the monitoring work go here)
+DCGM_EXPORTER_JOB = "nvidia-dcgm-exporter"            # job label: ServiceMonitor jobLabel app= of the Service
+DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"            # label app= of the exporter DaemonSet pods
+PROMETHEUS_RULE_API_VERSION = "monitoring.coreos.com/v1"
+CRD_PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"
+CRD_SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"
+KSM_GPU_RESOURCE_REGEX = "nvidia_com_(gpu|gpu_shared|mig_.+)"  # kube-state-metrics resource label
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+PART_OF_VALUE = "skaffon-gpu-platform"
+PROM_META_POD_NODE_NAME = "__meta_kubernetes_pod_node_name"  # Prometheus kubernetes_sd pod target label
 
 
 # --- Platform design (filter platform_design) -----------------------------------------

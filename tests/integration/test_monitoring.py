@@ -1,0 +1,276 @@
+"""GPU monitoring end to end: real GPU Operator chart with our dcgmExporter values, the monitoring
+playbook, the simulated DCGM exporter, and a real Prometheus evaluating the rules the role applied.
+
+"GPU metrics appear in the dashboard, a simulated GPU failure fires the alarm": every dashboard
+panel's query returns series, and an injected Xid 79 fires GpuXidFatal in Prometheus' API.
+"""
+import json
+import os
+import sys
+import urllib.request
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream"))
+BIN = os.path.join(REPO, ".venv", "bin")
+CHART = os.path.join(SHARED, "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+CRDS = [os.path.join(SHARED, "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml"),
+        os.path.join(SHARED, "gpu-operator", "crds", "nvidia.com_nvidiadrivers.yaml"),
+        os.path.join(SHARED, "prometheus-operator", "crds", "monitoring.coreos.com_prometheusrules.yaml"),
+        os.path.join(SHARED, "prometheus-operator", "crds", "monitoring.coreos.com_servicemonitors.yaml")]
+INVENTORY = os.path.join(HERE, "inventories", "monitoring")
+PLAYBOOK = os.path.join(REPO, "playbooks", "monitoring.yml")
+GPU_NODES = ["gpu-h100-1", "gpu-l40s-1"]
+
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from playbook import run_playbook  # noqa: E402
+from prometheus import BINARY, Prometheus  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+
+
+def kubectl(sim, *args, stdin=None, check=True):
+    return sim.run(os.path.join(BIN, "kubectl"), *args, input=stdin, check=check)
+
+
+def kget(sim, *args):
+    return json.loads(kubectl(sim, "get", *args, "-o", "json").stdout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from simcluster import testing
+    for path in CRDS + [CHART]:
+        if not os.path.exists(path):
+            pytest.skip("%s not found (../shared absent)" % path)
+    work = tmp_path_factory.mktemp("monitoring")
+    spec = {"crds": CRDS, "nfd": "preinstalled", "nodes": [
+        {"name": "gpu-h100-1", "host_driver": "550.54.15", "labels": {"node-pool": "h100"},
+         "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 2, "memory_mib": 81559, "mig_capable": True}},
+        {"name": "gpu-l40s-1", "host_driver": "550.54.15", "labels": {"node-pool": "l40s"},
+         "gpus": {"model": "NVIDIA-L40S", "count": 2, "memory_mib": 46068, "mig_capable": False}},
+        {"name": "cpu-1"}]}
+    (work / "cluster.yaml").write_text(yaml.safe_dump(spec))
+    sim = testing.start(str(work / "cluster.yaml"), str(work / "run"))
+    try:
+        yield sim, work
+    finally:
+        sim.stop()
+
+
+def test_refuses_before_any_write_when_prometheus_rule_crd_missing(tmp_path_factory):
+    from simcluster import testing
+    if not os.path.exists(CRDS[0]):
+        pytest.skip("../shared absent")
+    work = tmp_path_factory.mktemp("no-crds")
+    (work / "cluster.yaml").write_text(yaml.safe_dump({"crds": CRDS[:1], "nodes": [{"name": "cpu-1"}]}))
+    sim = testing.start(str(work / "cluster.yaml"), str(work / "run"))
+    try:
+        kubectl(sim, "create", "namespace", "monitoring")
+        res = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY)
+        assert res.rc != 0
+        msg = " ".join(res.failure_messages())
+        assert "prometheusrules.monitoring.coreos.com" in msg
+        assert "servicemonitors.monitoring.coreos.com" in msg
+        assert kubectl(sim, "get", "configmaps", "-n", "monitoring", "-o", "name").stdout.count(
+            "skaffon-gpu") == 0
+    finally:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def installed(cluster):
+    """GPU Operator (real chart) with the role's dcgmExporter values, then the monitoring playbook."""
+    sim, work = cluster
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
+    with open(os.path.join(INVENTORY, "group_vars", "all", "monitoring.yml"), encoding="utf-8") as fh:
+        site = yaml.safe_load(fh)
+    values = monitoring.dcgm_values({"service_monitor": site["monitoring_service_monitor"]})
+    values.update({"driver": {"enabled": False}, "nfd": {"enabled": False}})
+    (work / "values.yaml").write_text(yaml.safe_dump(values))
+    kubectl(sim, "create", "namespace", "gpu-operator")
+    kubectl(sim, "label", "namespace", "gpu-operator", "pod-security.kubernetes.io/enforce=privileged")
+    kubectl(sim, "create", "namespace", "monitoring")
+    sim.run(os.path.join(BIN, "helm3"), "install", "gpu-operator", CHART, "-n", "gpu-operator",
+            "-f", str(work / "values.yaml"))
+    # The operator twin selects the Deployment by app=gpu-operator as well, which only the
+    # pod template of the real chart carries (FACTS.md); harmless once the twin reads the chart.
+    kubectl(sim, "-n", "gpu-operator", "label", "deployment", "gpu-operator", "app=gpu-operator",
+            "--overwrite")
+    Prometheus.wait(lambda: len([p for p in kget(sim, "pods", "-n", "gpu-operator", "-l",
+                                                  "app=nvidia-dcgm-exporter")["items"]
+                                 if p["status"].get("phase") == "Running"]) == 2, 60,
+                    "two nvidia-dcgm-exporter pods Running")
+    first = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY, diff=True)
+    return first
+
+
+def test_playbook_applies_rule_and_dashboards_then_is_idempotent(cluster, installed):
+    sim, _ = cluster
+    assert installed.rc == 0, installed
+    assert installed.changed() == 1
+    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert "GpuXidFatal" in alerts and "GpuAllocatedIdle" in alerts
+    idle = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "GpuAllocatedIdle"][0]
+    assert idle["for"] == "30m"                       # inventory threshold reached the cluster
+    cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
+    assert sorted(c["metadata"]["name"] for c in cms) == ["skaffon-gpu-nodes", "skaffon-gpu-teams"]
+    sim.reset_stats()
+    again = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY)
+    assert again.rc == 0, again
+    assert again.changed() == 0, again
+    # a re-run writes nothing: one LIST of CRDs, one per kind of ours, one namespace GET
+    stats = sim.stats()["by_resource"]
+    assert stats["prometheusrules.monitoring.coreos.com"] == {"list": 1}, stats
+    assert stats["configmaps"] == {"list": 1}, stats
+    assert stats["customresourcedefinitions.apiextensions.k8s.io"] == {"list": 1}, stats
+    check = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY, check=True,
+                         extra_vars={"monitoring_thresholds": {"idle_for": "2h"}})
+    assert check.rc == 0 and check.changed() == 1, check
+    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
+    idle = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "GpuAllocatedIdle"][0]
+    assert idle["for"] == "30m"                       # check mode wrote nothing
+
+
+def test_example_inventory_settings_validate_in_check_mode(cluster, installed):
+    sim, _ = cluster
+    res = run_playbook(PLAYBOOK, sim.env, inventory=os.path.join(REPO, "inventories", "example"), check=True)
+    assert res.rc == 0, res
+    assert res.changed() == 1             # other rule labels than the test inventory's: a dry-run apply
+    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+
+
+def test_refuses_unknown_metric_and_bad_promql_before_any_write(cluster, installed):
+    sim, _ = cluster
+    before = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["metadata"]["resourceVersion"]
+    bad = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY,
+                       extra_vars={"monitoring_extra_metrics": ["DCGM_FI_DEV_GPU_TEMPERATURE"]})
+    assert bad.rc != 0 and "not a DCGM field" in " ".join(bad.failure_messages())
+    if BINARY is not None:
+        bad = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY, extra_vars={"monitoring_extra_rules": [
+            {"name": "site", "rules": [{"alert": "Broken", "expr": "sum by (node (DCGM_FI_DEV_GPU_UTIL)"}]}]})
+        assert bad.rc != 0 and "promtool refused" in " ".join(bad.failure_messages()), bad
+    bad = run_playbook(PLAYBOOK, sim.env, inventory=INVENTORY,
+                       extra_vars={"monitoring_promtool": "/nonexistent/promtool"})
+    assert bad.rc != 0 and "/nonexistent/promtool not found" in " ".join(bad.failure_messages()), bad
+    after = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["metadata"]["resourceVersion"]
+    assert before == after
+
+
+def post_faults(sim, faults):
+    req = urllib.request.Request(sim.url + "/_sim/dcgm/faults", data=json.dumps(faults).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster, installed, tmp_path_factory):
+    if BINARY is None:
+        pytest.skip("prometheus not installed (Debian package prometheus; scripts/system_deps.sh)")
+    sim, _ = cluster
+    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
+    groups = rule["spec"]["groups"]
+    for group in groups:            # evaluate every second so the test needs no minute-long waits
+        group["interval"] = "1s"
+    host = sim.url.split("//")[1]
+    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
+        sim, "pods", "-n", "gpu-operator", "-l", "app=nvidia-dcgm-exporter")["items"])
+    # the target labels a ServiceMonitor gives: job (the Service's app label), node (our
+    # relabeling), and namespace/pod/container of the EXPORTER pod, which honorLabels lets the
+    # exporter's own (empty for a free GPU) pod mapping override; one scrape config per node
+    # because each node has its own path on the simulator
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+              "scrape_configs": [{
+                  "job_name": "dcgm-%s" % n, "honor_labels": True, "scrape_interval": "1s",
+                  "metrics_path": "/_sim/dcgm/%s/metrics" % n,
+                  "static_configs": [{"targets": [host], "labels": {
+                      "node": n, "job": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
+                      "pod": exporters[n], "container": "nvidia-dcgm-exporter"}}]}
+                  for n in GPU_NODES]}
+    prom = Prometheus(tmp_path_factory.mktemp("prometheus"), config, groups)
+    try:
+        prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(GPU_NODES), 60,
+                  "both exporter targets scraped")
+        yield prom
+    finally:
+        prom.stop()
+
+
+def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
+    sim, _ = cluster
+    kubectl(sim, "create", "namespace", "team-a")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "train-1", "namespace": "team-a",
+                        "annotations": {"simcluster.skaffon.io/gpu-util": "90"}},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-h100-1"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "containers": [{"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(pod))
+    held = prometheus.wait(lambda: prometheus.query('DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}'), 60,
+                           "the pod's GPU in Prometheus")
+    assert held[0]["metric"]["pod"] == "train-1" and held[0]["metric"]["node"] == "gpu-h100-1"
+    assert float(held[0]["value"][1]) == 90
+    # four GPUs, one held: the free ones have no pod label (not the exporter pod's either)
+    prometheus.wait(lambda: len(prometheus.query("DCGM_FI_DEV_GPU_UTIL")) == 4, 30, "four GPU series")
+    assert len(prometheus.query('DCGM_FI_DEV_GPU_UTIL{pod!=""}')) == 1
+    prometheus.wait(lambda: prometheus.query('namespace:dcgm_gpu_allocated:count{namespace="team-a"} == 1'),
+                    30, "the per-team recording rule")
+    assert prometheus.query('ALERTS{alertstate="firing"}') == []  # healthy: nothing fires
+    post_faults(sim, {"gpu_xid": [{"node": "gpu-l40s-1", "gpu": 1, "xid": 79}]})
+
+    def firing():
+        return [a for a in prometheus.api("alerts")["alerts"]
+                if a["labels"]["alertname"] == "GpuXidFatal" and a["state"] == "firing"]
+    alerts = prometheus.wait(firing, 60, "GpuXidFatal firing")
+    assert len(alerts) == 1
+    assert alerts[0]["labels"]["node"] == "gpu-l40s-1" and alerts[0]["labels"]["gpu"] == "1"
+    assert alerts[0]["labels"]["severity"] == "critical"
+    assert alerts[0]["annotations"]["runbook_url"].endswith("/gpu-xid-error.md")
+    # an allocated GPU at 0 % and an overheating GPU: their alerts go pending (their `for` is
+    # 30m / 2m; promtool's unit tests check the firing)
+    idle = json.loads(json.dumps(pod))
+    idle["metadata"].update(name="notebook-1", annotations={"simcluster.skaffon.io/gpu-util": "0"})
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(idle))
+    post_faults(sim, {"gpu_overheat": [{"node": "gpu-l40s-1", "gpu": 0, "temp": 96}]})
+
+    def pending(name):
+        return [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] == name]
+    got = prometheus.wait(lambda: pending("GpuAllocatedIdle"), 60, "GpuAllocatedIdle pending")
+    assert [(a["labels"]["pod"], a["state"]) for a in got] == [("notebook-1", "pending")]
+    got = prometheus.wait(lambda: pending("GpuTemperatureCritical"), 60, "GpuTemperatureCritical pending")
+    assert got[0]["labels"]["node"] == "gpu-l40s-1" and got[0]["labels"]["gpu"] == "0"
+    post_faults(sim, {"gpu_overheat": []})
+    kubectl(sim, "delete", "pod", "-n", "team-a", "notebook-1", "--wait=false")
+    # the exporter of a node stops answering: its target goes down
+    post_faults(sim, {"dcgm_exporter_down": ["gpu-h100-1"]})
+    prometheus.wait(lambda: prometheus.query('up{node="gpu-h100-1"} == 0'), 60, "up == 0 for gpu-h100-1")
+    post_faults(sim, {"dcgm_exporter_down": [], "gpu_xid": []})
+
+
+def test_every_dashboard_panel_query_returns_series(cluster, prometheus):
+    sim, _ = cluster
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import panel_queries
+    prometheus.wait(lambda: prometheus.query('up{node="gpu-h100-1"} == 1'), 60, "exporter back up")
+    cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
+    queries = [q for cm in cms for q in panel_queries(cm)]
+    assert len(queries) >= 14
+    empty = []
+    for board, panel, expr in queries:
+        expr = expr.replace("$node", ".*").replace("$namespace", ".*")
+
+        def answer(expr=expr):
+            return prometheus.query(expr)
+        try:
+            prometheus.wait(answer, 30, expr)
+        except AssertionError:
+            empty.append((board, panel, expr))
+    assert empty == []

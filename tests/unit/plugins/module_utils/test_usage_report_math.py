@@ -1,0 +1,46 @@
+"""usage_report's arithmetic on a Prometheus matrix (the integration test checks it against a real
+Prometheus with backfilled history)."""
+import pytest
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import usage_report as ur
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+
+
+def series(node, pod, ns, values):
+    return {"metric": {"node": node, "pod": pod, "namespace": ns}, "values": [[i, str(v)] for i, v in enumerate(values)]}
+
+
+def test_hours_shares_and_costs():
+    util = [series("n1", "a", "t1", [90] * 120 + [0] * 60),       # 60 s samples: 2 h busy, 1 h idle
+            series("n2", "b", "t2", [7] * 60),                    # 1 h neither
+            series("n2", "c", "t2", [50] * 30)]                   # 0.5 h busy, failed
+    rep = ur.compute(util, {("t2", "c")}, {"n1": "h100", "n2": "l40s"}, {"h100": 4.0}, {"t1": 6},
+                     busy_percent=10, idle_percent=5, sample_interval=60)
+    t1, t2 = rep["teams"]
+    assert (t1["allocated_gpu_hours"], t1["busy_gpu_hours"], t1["idle_gpu_hours"]) == (3.0, 2.0, 1.0)
+    assert t1["cost"] == 12.0 and t1["cost_per_unit"] == 2.0 and t1["busy_share"] == 0.6667
+    assert (t2["allocated_gpu_hours"], t2["failed_pod_gpu_hours"], t2["cost"]) == (1.5, 0.5, None)
+    assert rep["rows"][1]["other_gpu_hours"] == 1.0
+    md = ur.markdown(rep, "s", "e", "EUR", "model")
+    assert "| t1 | 3.0 | 2.0 | 67 % | 1.0 | 0.0 | 12.00 | 6 | 2.00 |" in md
+    assert "| t2 | 1.5 | 0.5 | 33 % | 0.0 | 0.5 | n/a | n/a | n/a |" in md
+    assert ur.csv_text(rep).splitlines()[1] == "t1,h100,3.0,2.0,1.0,0.0,0.0,4.0,12.0"
+
+
+def test_unknown_node_goes_to_no_pool():
+    rep = ur.compute([series("n9", "a", "t1", [90])], set(), {}, sample_interval=3600)
+    assert rep["pools"][0]["pool"] == ur.UNKNOWN_POOL
+    assert "N/A: Prometheus has no queue backend metrics" in ur.markdown(rep, "s", "e")
+
+
+@pytest.mark.parametrize("args, setting", [
+    ((0, {}, {}, 10, 5, 15), "usage_report_end"),
+    ((3600, {"h100": "4"}, {}, 10, 5, 15), "usage_report_prices"),
+    ((3600, {}, {"t": 0}, 10, 5, 15), "usage_report_units"),
+    ((3600, {}, {}, 5, 10, 15), "usage_report_busy_percent"),
+    ((3600, {}, {}, 10, 5, 0), "usage_report_sample_interval"),
+])
+def test_refusals(args, setting):
+    with pytest.raises(DomainError) as err:
+        ur.validate(*args)
+    assert err.value.msg.startswith(setting)
