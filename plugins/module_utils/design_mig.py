@@ -17,13 +17,19 @@ __metaclass__ = type
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig
 
 WHOLE = "all-disabled"
+# Where default-mig-parted-config.yaml breaks its own naming rule (checked by a unit test
+# against the real file): its all-1g.35gb entry filters only the H200 SXM, not the H200 NVL.
+NOT_IN_DEFAULT_CONFIG = {"0x233B10DE": ("all-1g.35gb",)}
 
 
-def derived_configs(model):
+def derived_configs(model, device_id=None):
     """{config name: per-GPU {profile: n}} following default-mig-parted-config's names; None = whole GPU."""
     configs = {WHOLE: None}
+    gaps = NOT_IN_DEFAULT_CONFIG.get(device_id, ())
     for profile, info in model["profiles"].items():
-        configs["all-" + mig.resource_suffix(profile)] = {profile: info["max"]}
+        name = "all-" + mig.resource_suffix(profile)
+        if name not in gaps:
+            configs[name] = {profile: info["max"]}
     return configs
 
 
@@ -102,7 +108,7 @@ def search(configs, need, whole_need, nodes, gpus):
 
 def layout(model_name, model, device_id, need, whole_need, hosts, gpus, parted=None):
     """The pool's MIG layout: per host a config, what it offers, and whether it covers the need."""
-    configs = configs_from(parted, model, device_id, gpus) if parted is not None else derived_configs(model)
+    configs = configs_from(parted, model, device_id, gpus) if parted is not None else derived_configs(model, device_id)
     unknown = sorted(p for p in need if p not in model["profiles"])
     if unknown:
         return {"covered": False, "profiles": {}, "profile": None, "offered": {}, "whole_gpus": 0,
@@ -146,7 +152,7 @@ def layout(model_name, model, device_id, need, whole_need, hosts, gpus, parted=N
             want += ", %d whole GPU(s)" % whole_need
         result["reason"] = (
             "no layout of one config per node covers %s on %d node(s) x %d GPU(s); the closest offers %s. %s"
-            % (want, nodes, gpus, describe(result), "%d more node(s) would" % more if more
+            % (want, nodes, gpus, describe(result), "%d more node(s) like these would cover it" % more if more
                else "lower the requests or add nodes"))
     return result
 
