@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters platform_design and platform_inventory_pools (docs in the .yml files next to this one)."""
+"""Filters platform_design, platform_inventory_pools, platform_design_report and
+platform_job_templates (docs in the .yml files next to this one)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,8 +10,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import design_report, design_templates
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_decision import decide
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError, plain
 
 POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix")
 
@@ -35,13 +37,24 @@ def platform_inventory_pools(groups, hostvars, prefix="pool_"):
             pool["nodes"].append(str(values.get("node_prereqs_node_name") or host))
             # a pool is one group_vars file: the first host speaks for all
             if host == hosts[0]:
-                pool["labels"] = dict(values.get("node_prereqs_pool") or {})
-                pool["taints"] = list(values.get("node_prereqs_pool_taints") or [])
+                pool["labels"] = plain(values.get("node_prereqs_pool") or {})
+                pool["taints"] = plain(list(values.get("node_prereqs_pool_taints") or []))
                 pool["label_prefix"] = values.get("node_prereqs_label_prefix")
         result[str(group)] = pool
     return result
 
 
+def platform_design_report(design, departments=None, title="GPU platform"):
+    design = plain(design)
+    return {"architecture.md": design_report.architecture(design, title=title),
+            "quota-queue-concept.md": design_report.concept(design, departments=plain(departments or []))}
+
+
+def platform_job_templates(design):
+    return design_templates.contexts(plain(design))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"platform_design": platform_design, "platform_inventory_pools": platform_inventory_pools}
+        return {"platform_design": platform_design, "platform_inventory_pools": platform_inventory_pools,
+                "platform_design_report": platform_design_report, "platform_job_templates": platform_job_templates}

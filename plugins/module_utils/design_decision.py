@@ -209,6 +209,16 @@ def _team_priority(tenant, needs):
     return quota_int(value)
 
 
+def _team_share(queue, backend):
+    """Over-quota weight (KAI queue.gpu.over_quota_weight, default 1 as roles/queues renders it)
+    or Kueue fair-sharing weight (queue.fair_sharing_weight, Kueue's default 1)."""
+    if backend == "kai":
+        return ((queue.get("gpu") or {}).get("over_quota_weight", 1))
+    if backend == "kueue":
+        return queue.get("fair_sharing_weight", 1)
+    return None
+
+
 def _pool_needs(pool, teams, several_on):
     needs = []
     if len(pool["teams"]) > 1:
@@ -283,8 +293,10 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
             "namespace": name,
             "quota": gpu_quota,
             "queue": queue,
-            "queue_name": str(queue.get("name") or name),
+            # roles/queues names the KAI leaf queue, the ClusterQueue and the LocalQueue after the team
+            "queue_name": name,
             "priority": _team_priority(tenant, needs),
+            "share": _team_share(queue, backend),
             "mig_slices": slices,
             "labels": dict(((tenant or {}).get("labels") or {})),
             "borrows_from": sorted(t for t in teams if t != name and needs["borrow"] and teams[t]["lend"]

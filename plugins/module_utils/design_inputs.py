@@ -64,12 +64,12 @@ class DesignError(DomainError):
     """A design input that cannot be decided on; the message names the field and the fix."""
 
 
-def _plain(value):
+def plain(value):
     """Builtin types only (Ansible hands over tagged str/int subclasses and lazy containers)."""
     if isinstance(value, dict) or hasattr(value, "items"):
-        return dict((_plain(k), _plain(v)) for k, v in value.items())
+        return dict((plain(k), plain(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     for kind in (bool, int, float, str):
         if isinstance(value, kind):
             return kind(value)
@@ -144,8 +144,8 @@ def quota_int(value):
 
 def normalize_pools(pools, inventory):
     """platform_pools merged with the node_prereqs pool definitions from the inventory."""
-    pools = _mapping("platform_pools", _plain(pools), allow_none=False)
-    inventory = _plain(inventory or {})
+    pools = _mapping("platform_pools", plain(pools), allow_none=False)
+    inventory = plain(inventory or {})
     if not pools:
         raise DesignError("platform_pools is empty: describe at least one GPU pool "
                           "(gpu_product, gpus_per_node, teams) keyed by its inventory group")
@@ -206,7 +206,7 @@ def _required(where, value, what):
 
 def normalize_tenants(tenants):
     """tenants_list (issue 13 interface) as {name: entry}; only what the design reads is checked."""
-    tenants = _plain(tenants) if tenants is not None else []
+    tenants = plain(tenants) if tenants is not None else []
     if not isinstance(tenants, list):
         raise DesignError("tenants_list must be a list of teams, got %s" % type(tenants).__name__)
     result = {}
@@ -225,7 +225,7 @@ def normalize_tenants(tenants):
 
 
 def normalize_requirements(requirements, tenants, pools):
-    req = _mapping("platform_requirements", _plain(requirements))
+    req = _mapping("platform_requirements", plain(requirements))
     _unknown("platform_requirements", req, REQUIREMENT_KEYS)
     teams_in = _mapping("platform_requirements.teams", req.get("teams"))
     known_teams = set(tenants) | set(t for p in pools.values() for t in p["teams"])

@@ -122,3 +122,4 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Platform design (filter platform_design) -----------------------------------------
 # (names added by the design work go here)
+KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"  # Job annotation: PodGroup minMember (gang) for batch Jobs
