@@ -25,13 +25,21 @@ def platform_design(pools, tenants=None, requirements=None, inventory=None, mig_
         raise AnsibleFilterError("platform_design: %s" % exc)
 
 
-def platform_inventory_pools(groups, hostvars, prefix="pool_"):
-    """{pool group: {hosts, nodes, labels, taints, label_prefix}} from the node_prereqs variables."""
+def platform_inventory_pools(groups, hostvars=None, prefix="pool_"):
+    """{pool group: {hosts, nodes, labels, taints, label_prefix}} from the node_prereqs variables.
+
+    Without hostvars (a variable read through another host's hostvars cannot see hostvars)
+    only the hosts are known: `labels_known` is false and the design skips label checks;
+    the MIG layout, which depends on the hosts only, stays the same."""
     result = {}
     for group in sorted(g for g in groups if str(g).startswith(prefix)):
         hosts = sorted(str(h) for h in groups[group])
-        pool = {"hosts": hosts, "nodes": [], "labels": {}, "taints": [], "label_prefix": None}
+        pool = {"hosts": hosts, "nodes": [], "labels": {}, "taints": [], "label_prefix": None,
+                "labels_known": hostvars is not None}
         for host in hosts:
+            if hostvars is None:
+                pool["nodes"].append(host)
+                continue
             hv = hostvars[host]
             values = dict((k, hv[k]) for k in POOL_VARS if k in hv)
             pool["nodes"].append(str(values.get("node_prereqs_node_name") or host))

@@ -180,6 +180,8 @@ def decide_pool(pool, tenants, teams, parted, warnings):
     if allocation == "time-slicing":
         result["time_slicing"] = {"config": "shared-%d" % pool["time_slicing_replicas"],
                                   "replicas": pool["time_slicing_replicas"]}
+    if not pool["labels_known"]:
+        return result  # read through hostvars: the roles' values only, no label checks
     sharing = pool["labels"].get("sharing")
     if sharing and sharing != result["sharing_label"]:
         _warn(warnings, "sharing_label_differs", "pool %s: node label sharing=%s, the design decides %s: set "

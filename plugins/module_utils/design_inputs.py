@@ -186,6 +186,7 @@ def normalize_pools(pools, inventory):
             "node_names": list(inv.get("nodes") or hosts),
             "labels": labels,
             "label_prefix": inv.get("label_prefix") or "gpu.skaffon.io/",
+            "labels_known": inv.get("labels_known", True),
             "taints": list(inv.get("taints") or []),
             "teams": _str_list(where + ".teams", spec.get("teams")),
             "workload": workload,
