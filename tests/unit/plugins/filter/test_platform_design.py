@@ -256,4 +256,20 @@ def test_inventory_pools_from_groups_and_hostvars():
                 "h2": {"node_prereqs_pool": {"accelerator": "h100"}}, "localhost": {}}
     pools = FILTERS["platform_inventory_pools"](groups, hostvars)
     assert pools == {"pool_h100": {"hosts": ["h1", "h2"], "nodes": ["h1.example", "h2"],
-                                   "labels": {"accelerator": "h100"}, "taints": [], "label_prefix": None}}
+                                   "labels": {"accelerator": "h100"}, "taints": [], "label_prefix": None,
+                                   "labels_known": True}}
+
+
+def test_without_hostvars_the_mig_layout_is_the_same_and_label_checks_are_skipped():
+    """A variable read through hostvars cannot see hostvars: the mig role reads mig_profile that way."""
+    groups = {"pool_h100": ["h1", "h2"]}
+    hostvars = {"h1": {"node_prereqs_pool": {"accelerator": "h100", "sharing": "exclusive"}},
+                "h2": {"node_prereqs_pool": {"accelerator": "h100", "sharing": "exclusive"}}}
+    pools = {"pool_h100": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 8, "teams": ["a", "b"]}}
+    tenants = [{"name": "a", "quota": {"requests.nvidia.com/mig-1g.10gb": 7}},
+               {"name": "b", "quota": {"requests.nvidia.com/mig-3g.40gb": 2}}]
+    full = design(pools, tenants, inventory=FILTERS["platform_inventory_pools"](groups, hostvars))
+    partial = design(pools, tenants, inventory=FILTERS["platform_inventory_pools"](groups, None))
+    assert full["roles"]["mig_profile_by_host"] == partial["roles"]["mig_profile_by_host"] == {
+        "h1": "all-1g.10gb", "h2": "all-3g.40gb"}
+    assert "sharing_label_differs" in codes(full) and "sharing_label_differs" not in codes(partial)
