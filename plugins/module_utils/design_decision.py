@@ -283,6 +283,12 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
         if needs["preempts"] and backend == "none":
             _warn(warnings, "preemption_without_queue", "team %s may preempt %s, but without a queue backend "
                   "nothing preempts" % (name, ", ".join(needs["preempts"])), team=name)
+        if needs["gang"] and team_pools and not any(
+                decided[p]["allocation"] != "mig" or (decided[p]["mig"] or {}).get("whole_gpus")
+                for p in team_pools):
+            _warn(warnings, "gang_without_whole_gpus", "team %s needs gang starts for distributed training, but its "
+                  "pools (%s) offer only MIG slices (no NVLink/P2P between slices): set "
+                  "platform_requirements.teams.%s.whole_gpus" % (name, ", ".join(team_pools), name), team=name)
         slices = team_slices(tenant, needs)
         for profile in sorted(slices):
             offered = any(profile in ((decided[p]["mig"] or {}).get("offered") or {})
