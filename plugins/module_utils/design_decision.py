@@ -26,7 +26,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs
     quota_int,
 )
 
-QUOTA_PREFIX = "requests."
+QUOTA_PREFIX = upstream.QUOTA_ENFORCED_PREFIX
 TIME_SLICING_CONFIGMAP = "time-slicing-config"
 
 TRADE_OFFS = {
@@ -221,7 +221,7 @@ def _team_share(queue, backend):
     return None
 
 
-def _pool_needs(pool, teams, several_on):
+def _pool_needs(pool, teams):
     needs = []
     if len(pool["teams"]) > 1:
         needs.append("several teams compete for pool %s (%s): quotas alone leave idle GPUs unused, a queue lends "
@@ -236,10 +236,10 @@ def _pool_needs(pool, teams, several_on):
     return needs, bool(gang), bool(borrow and len(pool["teams"]) > 1)
 
 
-def decide_scheduler(pools, teams, tenants, explicit):
+def decide_scheduler(pools, teams, explicit):
     reasons, gang, borrow = [], False, False
     for pool in pools.values():
-        r, g, b = _pool_needs(pool, teams, None)
+        r, g, b = _pool_needs(pool, teams)
         reasons += r
         gang = gang or g
         borrow = borrow or b
@@ -261,7 +261,7 @@ def decide_scheduler(pools, teams, tenants, explicit):
     backend = explicit or recommended
     return {"backend": backend, "recommended": recommended, "explicit": explicit,
             "differs": backend != recommended, "reasons": reasons + why,
-            "scheduler_name": upstream.KAI_SCHEDULER_NAME if backend == "kai" else "default-scheduler"}
+            "scheduler_name": upstream.KAI_SCHEDULER_NAME if backend == "kai" else upstream.DEFAULT_SCHEDULER_NAME}
 
 
 def decide_teams(pools, decided, tenants, teams, backend, warnings):
@@ -373,14 +373,14 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
             raise DesignError("mig_parted_config: %s" % exc)
     warnings = []
     decided = dict((name, decide_pool(pool, tenants, teams, parted, warnings)) for name, pool in sorted(pools.items()))
-    scheduler = decide_scheduler(pools, teams, tenants, req["queue_backend"])
+    scheduler = decide_scheduler(pools, teams, req["queue_backend"])
     if scheduler["differs"]:
         _warn(warnings, "explicit_differs", "queue backend: the inventory chooses %s, the recommendation is %s"
               % (scheduler["backend"], scheduler["recommended"]))
     decided_teams = decide_teams(pools, decided, tenants, teams, scheduler["backend"], warnings)
     _mixed_priority_warnings(pools, decided_teams, teams, scheduler["backend"], warnings)
     for name in sorted(pools):
-        decided[name]["scheduler_needs"] = _pool_needs(pools[name], teams, None)[0]
+        decided[name]["scheduler_needs"] = _pool_needs(pools[name], teams)[0]
     return {
         "pools": decided,
         "scheduler": scheduler,

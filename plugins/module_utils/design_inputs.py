@@ -162,6 +162,9 @@ def normalize_pools(pools, inventory):
                               "(e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-L40S)" % where)
         hosts = list(inv.get("hosts") or [])
         nodes = _int(where + ".nodes", spec.get("nodes"), 1, default=len(hosts) or None)
+        if hosts and nodes != len(hosts):
+            raise DesignError("%s.nodes is %d, but inventory group %s has %d host(s) (%s): drop nodes or fix the "
+                              "group" % (where, nodes, name, len(hosts), ", ".join(hosts)))
         if nodes is None:
             raise DesignError("%s.nodes: the pool has no hosts in inventory group %s; list them there "
                               "or set nodes: <count>" % (where, name))

@@ -14,9 +14,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig, upstream
 
-WHOLE = "all-disabled"
+WHOLE = upstream.MIG_CONFIG_ALL_DISABLED
 # Where default-mig-parted-config.yaml breaks its own naming rule (checked by a unit test
 # against the real file): its all-1g.35gb entry filters only the H200 SXM, not the H200 NVL.
 NOT_IN_DEFAULT_CONFIG = {"0x233B10DE": ("all-1g.35gb",)}
@@ -27,7 +27,7 @@ def derived_configs(model, device_id=None):
     configs = {WHOLE: None}
     gaps = NOT_IN_DEFAULT_CONFIG.get(device_id, ())
     for profile, info in model["profiles"].items():
-        name = "all-" + mig.resource_suffix(profile)
+        name = upstream.MIG_CONFIG_ALL_PREFIX + mig.resource_suffix(profile)
         if name not in gaps:
             configs[name] = {profile: info["max"]}
     return configs

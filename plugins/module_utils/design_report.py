@@ -217,7 +217,7 @@ def concept(design, departments=None):
     out.append("|---|---|---|---|---|---|---|---|")
     for name in sorted(teams):
         t = teams[name]
-        quota = ", ".join("%s=%s" % (k[len("requests."):], v) for k, v in sorted(t["quota"].items())) or "**none**"
+        quota = ", ".join("%s=%s" % (k[len(upstream.QUOTA_ENFORCED_PREFIX):], v) for k, v in sorted(t["quota"].items())) or "**none**"
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             name, _list(t["pools"]), quota, t["queue_name"] if backend != "none" else "-",
             t["share"] if t["share"] is not None else "-", t["priority"] if t["priority"] is not None else "-",
@@ -243,7 +243,7 @@ def concept(design, departments=None):
         asked = []
         for team in p["teams"]:
             q = teams[team]["quota"]
-            asked.append("%s: %s" % (team, ", ".join("%s=%s" % (k[len("requests."):], v)
+            asked.append("%s: %s" % (team, ", ".join("%s=%s" % (k[len(upstream.QUOTA_ENFORCED_PREFIX):], v)
                                                      for k, v in sorted(q.items())) or "none"))
         out.append("| %s | %s | %s |" % (name, offer, "; ".join(asked) or "-"))
     out.append("")

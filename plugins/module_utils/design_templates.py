@@ -37,7 +37,7 @@ def _slice_for(team, pool):
 
 
 def _wants_whole(team):
-    gpus = team["quota"].get("requests." + upstream.GPU_RESOURCE)
+    gpus = team["quota"].get(upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE)
     try:
         gpus = int(gpus or 0)
     except (TypeError, ValueError):

@@ -122,4 +122,9 @@ ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollou
 
 # --- Platform design (filter platform_design) -----------------------------------------
 # (names added by the design work go here)
-KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"  # Job annotation: PodGroup minMember (gang) for batch Jobs
+# Annotation on a batch Job (its top owner): PodGroup minMember, i.e. a gang; without it a Job is
+# minMember 1 (KAI v0.17.0 pkg/podgrouper/.../job/job_grouper.go calcMinMember).
+KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+MIG_CONFIG_ALL_DISABLED = "all-disabled"           # mig-parted config: whole GPUs
+MIG_CONFIG_ALL_PREFIX = "all-"                     # mig-parted: all-<profile> = max instances per GPU

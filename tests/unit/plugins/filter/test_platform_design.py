@@ -273,3 +273,9 @@ def test_without_hostvars_the_mig_layout_is_the_same_and_label_checks_are_skippe
     assert full["roles"]["mig_profile_by_host"] == partial["roles"]["mig_profile_by_host"] == {
         "h1": "all-1g.10gb", "h2": "all-3g.40gb"}
     assert "sharing_label_differs" in codes(full) and "sharing_label_differs" not in codes(partial)
+
+
+def test_node_count_that_contradicts_the_inventory_is_refused():
+    with pytest.raises(AnsibleFilterError, match="platform_pools.p.nodes is 3, but inventory group p has 1 host"):
+        design({"p": {"gpu_product": "NVIDIA-L40S", "gpus_per_node": 1, "nodes": 3}},
+               inventory={"p": inv(["n1"], accelerator="l40s", workload="training")})
