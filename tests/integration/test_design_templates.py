@@ -147,6 +147,48 @@ def test_the_design_feeds_the_mig_role(designed):
     assert "nvidia.com/mig.config" not in (core.read_node("gpu-l40s-1").metadata.labels or {})
 
 
+ROLE_VALUES_PLAY = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Read the nodes as the gpu_operator role does
+      kubernetes.core.k8s_info:
+        kind: Node
+      register: nodes
+    - name: Validate the design's values with the gpu_operator role's own filters
+      ansible.builtin.set_fact:
+        ts: >-
+          {{ gpu_operator_time_slicing | skaffon.gpu_platform.time_slicing_config(
+               nodes=nodes.resources, trust_label='gpu.skaffon.io/trust', mixed_trust_values=['mixed']) }}
+    - name: Chart values
+      ansible.builtin.set_fact:
+        values: >-
+          {{ {'driver_enabled': false, 'toolkit_enabled': false, 'node_labels': {}, 'warnings': [], 'errors': []}
+             | skaffon.gpu_platform.gpu_operator_values(mig_strategy=gpu_operator_mig_strategy,
+                 device_plugin_config={'name': ts.configmap, 'default': ts.default}) }}
+    - name: Show them
+      ansible.builtin.debug:
+        msg: {placement: "{{ ts.placement }}", expected: "{{ ts.expected }}", mig: "{{ values.mig }}",
+              device_plugin: "{{ values.devicePlugin.config }}", backend: "{{ tenants_queue_backend }}"}
+"""
+
+
+def test_the_design_feeds_the_gpu_operator_role_values(designed, tmp_path):
+    """The time-slicing and MIG strategy values pass the gpu_operator role's own validation
+    (trust check against the live nodes) and land in the chart values."""
+    sim, _, _ = designed
+    play = tmp_path / "values.yml"
+    play.write_text(ROLE_VALUES_PLAY)
+    res = run_playbook(str(play), sim.env, inventory=INVENTORY)
+    assert res.rc == 0, res
+    msg = res.task_results("Show them")[0]["msg"]
+    assert msg["placement"] == {"gpu-l40s-1": "shared-4"}
+    assert msg["expected"] == {"shared-4": {"resource": "nvidia.com/gpu", "replicas": 4}}
+    assert msg["mig"] == {"strategy": "mixed"}
+    assert msg["device_plugin"]["name"] == "time-slicing-config"
+    assert msg["backend"] == "none"
+
+
 def test_single_gpu_job_of_every_team_runs_on_its_pool(designed):
     sim, out, _ = designed
     core = _core(sim)
