@@ -318,10 +318,9 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
 
 def _mixed_priority_warnings(pools, decided_teams, teams, backend, warnings):
     for pool in pools.values():
-        def kind(team):
-            return teams[team]["workload"] or pool["workload"]
-        training = [t for t in pool["teams"] if kind(t) in ("training", "batch")]
-        serving = [t for t in pool["teams"] if kind(t) == "inference"]
+        kinds = dict((t, teams[t]["workload"] or pool["workload"]) for t in pool["teams"])
+        training = [t for t in pool["teams"] if kinds[t] in ("training", "batch")]
+        serving = [t for t in pool["teams"] if kinds[t] == "inference"]
         if not training or not serving:
             continue
         prio = dict((t, decided_teams[t]["priority"]) for t in training + serving)
