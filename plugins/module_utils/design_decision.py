@@ -108,7 +108,18 @@ def _recommend(pool, gpu_model, slices_wanted, trust):
     return "exclusive", reasons
 
 
-def decide_pool(pool, tenants, teams, parted, warnings):
+def _whole_wanted(team, pool, tenants, teams, pools_of):
+    """Whole GPUs a team wants on a MIG pool: its design need, else its requests.nvidia.com/gpu
+    quota when this is its only pool (a quota over several pools cannot be split by guessing)."""
+    needs = teams[team]["whole_gpus"]
+    if needs:
+        return needs.get(pool, 0)
+    if pools_of.get(team) == [pool]:
+        return quota_int(((tenants.get(team) or {}).get("quota") or {}).get(QUOTA_PREFIX + upstream.GPU_RESOURCE)) or 0
+    return 0
+
+
+def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
     model_name, model, device_id = _gpu_of(pool)
     trust, levels = _effective_trust(pool, teams)
     if pool["trust"] and pool["trust"] != TRUST_MIXED and len(levels) > 1:
@@ -163,7 +174,7 @@ def decide_pool(pool, tenants, teams, parted, warnings):
         _warn(warnings, "explicit_differs", "pool %s: the inventory chooses %s, the recommendation is %s (%s)"
               % (pool["name"], allocation, recommended, "; ".join(reasons)), pool=pool["name"])
     if allocation == "mig":
-        whole = sum(teams[t]["whole_gpus"].get(pool["name"], 0) for t in pool["teams"])
+        whole = sum(_whole_wanted(t, pool["name"], tenants, teams, pools_of) for t in pool["teams"])
         if pool["mig_profile"]:
             layout = {"covered": None, "profiles": dict((h, pool["mig_profile"]) for h in hosts),
                       "profile": pool["mig_profile"], "requested": slices_wanted, "whole_requested": whole,
@@ -280,15 +291,24 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
         elif not gpu_quota:
             _warn(warnings, "team_without_quota", "team %s has no requests.nvidia.com/* quota: it can take every GPU "
                   "of its pools" % name, team=name)
+        if tenant is not None and backend != "none" and not queue:
+            _warn(warnings, "team_without_queue", "team %s has no queue block, but the queue backend is %s: "
+                  "give tenants_list[%s].queue its %s (roles/queues)" % (
+                      name, backend, name, "parent, priority and gpu quota/limit/over_quota_weight"
+                      if backend == "kai" else "cohort, flavors and fair_sharing_weight"), team=name)
         if needs["preempts"] and backend == "none":
             _warn(warnings, "preemption_without_queue", "team %s may preempt %s, but without a queue backend "
                   "nothing preempts" % (name, ", ".join(needs["preempts"])), team=name)
-        if needs["gang"] and team_pools and not any(
-                decided[p]["allocation"] != "mig" or (decided[p]["mig"] or {}).get("whole_gpus")
-                for p in team_pools):
-            _warn(warnings, "gang_without_whole_gpus", "team %s needs gang starts for distributed training, but its "
-                  "pools (%s) offer only MIG slices (no NVLink/P2P between slices): set "
-                  "platform_requirements.teams.%s.whole_gpus" % (name, ", ".join(team_pools), name), team=name)
+        wants_whole = bool(quota_int(quota.get(QUOTA_PREFIX + upstream.GPU_RESOURCE))) or any(
+            needs["whole_gpus"].values())
+        offers_whole = any(decided[p]["allocation"] != "mig" or (decided[p]["mig"] or {}).get("whole_gpus")
+                           for p in team_pools)
+        if needs["gang"] and team_pools and not (wants_whole and offers_whole):
+            _warn(warnings, "gang_without_whole_gpus", "team %s needs gang starts for distributed training, but %s: "
+                  "its gang runs on MIG slices (no NVLink/P2P between slices); give it a requests.nvidia.com/gpu "
+                  "quota and platform_requirements.teams.%s.whole_gpus" % (
+                      name, "its pools (%s) offer only MIG slices" % ", ".join(team_pools) if not offers_whole
+                      else "it has no whole-GPU quota", name), team=name)
         slices = team_slices(tenant, needs)
         for profile in sorted(slices):
             offered = any(profile in ((decided[p]["mig"] or {}).get("offered") or {})
@@ -371,7 +391,9 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
         except mig.MigError as exc:
             raise DesignError("mig_parted_config: %s" % exc)
     warnings = []
-    decided = dict((name, decide_pool(pool, tenants, teams, parted, warnings)) for name, pool in sorted(pools.items()))
+    pools_of = dict((t, sorted(p for p in pools if t in pools[p]["teams"])) for t in teams)
+    decided = dict((name, decide_pool(pool, tenants, teams, parted, warnings, pools_of))
+                   for name, pool in sorted(pools.items()))
     scheduler = decide_scheduler(pools, teams, req["queue_backend"])
     if scheduler["differs"]:
         _warn(warnings, "explicit_differs", "queue backend: the inventory chooses %s, the recommendation is %s"

@@ -61,14 +61,16 @@ def _score(choice, configs, need, whole_need, gpus):
         for profile, n in per_gpu.items():
             got[profile] = got.get(profile, 0) + n * gpus * count
             offered_slices += mig.compute_slices(profile) * n * gpus * count
-    unmet = sum(max(0, want - got.get(p, 0)) * mig.compute_slices(p) for p, want in need.items())
-    unmet += max(0, whole_need - whole) * 7
+    # the slices are why the pool runs MIG: cover them first, then the whole GPUs
+    unmet_slices = sum(max(0, want - got.get(p, 0)) * mig.compute_slices(p) for p, want in need.items())
+    unmet_whole = max(0, whole_need - whole)
     needed_slices = sum(mig.compute_slices(p) * n for p, n in need.items())
-    return (unmet, mig_nodes, offered_slices - needed_slices), got, whole
+    return (unmet_slices, unmet_whole, mig_nodes, offered_slices - needed_slices), got, whole
 
 
 def search(configs, need, whole_need, nodes, gpus):
-    """Best {config: node count}: first cover the need, then keep most nodes whole, then waste least."""
+    """Best {config: node count}: cover the slices, then the whole GPUs, then use the fewest MIG nodes,
+    then waste the fewest compute slices."""
     useful = sorted(n for n, per_gpu in configs.items()
                     if per_gpu is not None and set(per_gpu) & set(need))
     whole_name = next((n for n in sorted(configs) if configs[n] is None), None)
@@ -103,7 +105,7 @@ def search(configs, need, whole_need, nodes, gpus):
     if best[0] is None:
         return None
     key, choice, got, whole = best[0]
-    return {"choice": choice, "unmet": key[0][0], "offered": got, "whole_gpus": whole}
+    return {"choice": choice, "unmet": key[0][0] + key[0][1], "offered": got, "whole_gpus": whole}
 
 
 def layout(model_name, model, device_id, need, whole_need, hosts, gpus, parted=None):

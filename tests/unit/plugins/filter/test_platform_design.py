@@ -279,3 +279,23 @@ def test_node_count_that_contradicts_the_inventory_is_refused():
     with pytest.raises(AnsibleFilterError, match="platform_pools.p.nodes is 3, but inventory group p has 1 host"):
         design({"p": {"gpu_product": "NVIDIA-L40S", "gpus_per_node": 1, "nodes": 3}},
                inventory={"p": inv(["n1"], accelerator="l40s", workload="training")})
+
+
+def test_short_layout_covers_the_slices_first():
+    """The slices are why the pool runs MIG: a pool too small for everything still offers them."""
+    model = mig.GPU_MODELS["H100-80GB"]
+    result = design_mig.layout("H100-80GB", model, "0x233010DE", {"1g.10gb": 14}, 10, ["h1", "h2"], 4)
+    assert result["covered"] is False
+    assert result["profiles"] == {"h1": "all-1g.10gb", "h2": "all-disabled"}
+    assert "the closest offers 28 x 1g.10gb, 4 whole GPU(s). 2 more node(s) like these would cover it" \
+        in result["reason"]
+
+
+def test_whole_gpus_on_a_mig_pool_default_to_the_quota_of_a_single_pool_team():
+    pools = {"p": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 4, "teams": ["a", "b"]}}
+    tenants = [{"name": "a", "quota": {"requests.nvidia.com/gpu": 4}},
+               {"name": "b", "quota": {"requests.nvidia.com/mig-1g.10gb": 7}}]
+    result = design(pools, tenants, inventory={"p": inv(["h1", "h2"], accelerator="h100", workload="training")})
+    layout = result["pools"]["p"]["mig"]
+    assert layout["whole_requested"] == 4 and layout["covered"] is True
+    assert result["pools"]["p"]["mig_profiles"] == {"h1": "all-1g.10gb", "h2": "all-disabled"}
