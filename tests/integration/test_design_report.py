@@ -37,8 +37,8 @@ def test_refused_design_writes_nothing(tmp_path):
     """Time-slicing asked for a pool of mixed trust is refused before any file is written."""
     out = tmp_path / "report"
     pools = {"pool_h100_nvlink_training": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 8,
-                                           "teams": ["team-a", "team-b"], "allocation": "time-slicing"},
-             "pool_l40s_inference": {"gpu_product": "NVIDIA-L40S", "gpus_per_node": 4, "teams": ["team-c"]}}
+                                           "teams": ["team-vision", "team-nlp"], "allocation": "time-slicing"},
+             "pool_l40s_inference": {"gpu_product": "NVIDIA-L40S", "gpus_per_node": 4, "teams": ["team-inference"]}}
     res = run_playbook(REPORT, dict(os.environ), inventory=EXAMPLE_INVENTORY,
                        extra_vars={"design_report_dir": str(out), "platform_pools": pools})
     assert res.rc != 0
