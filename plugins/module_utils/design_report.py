@@ -219,7 +219,8 @@ def concept(design, departments=None):
         t = teams[name]
         quota = ", ".join("%s=%s" % (k[len(upstream.QUOTA_ENFORCED_PREFIX):], v) for k, v in sorted(t["quota"].items())) or "**none**"
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            name, _list(t["pools"]), quota, t["queue_name"] if backend != "none" else "-",
+            name, _list(t["pools"]), quota, ("%s%s" % (t["queue_name"], "" if t["queue"] else " (not configured)"))
+            if backend != "none" else "-",
             t["share"] if t["share"] is not None else "-", t["priority"] if t["priority"] is not None else "-",
             _list(t["borrows_from"]), _list(t["preempts"])))
     out.append("")
@@ -260,7 +261,11 @@ def _team_section(name, t, backend):
                                         or "**no GPU quota**: the team can take every GPU of its pools"))
     if t["mig_slices"]:
         out.append("- MIG slices wanted: %s" % _counts(t["mig_slices"]))
-    if backend == "kai":
+    if backend != "none" and not q:
+        out.append("- Queue: **not configured** - roles/queues needs `tenants_list[%s].queue` (%s)" % (
+            name, "parent, priority, gpu quota/limit/over_quota_weight" if backend == "kai"
+            else "cohort, flavors with nominal quota, fair_sharing_weight"))
+    elif backend == "kai":
         gpu = q.get("gpu") or {}
         out.append("- KAI leaf queue %s under %s: gpu quota %s, limit %s, over-quota weight %s, priority %s" % (
             _code(t["queue_name"]), _code(q.get("parent")) if q.get("parent") else "**no parent**",
