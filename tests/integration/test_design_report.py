@@ -45,3 +45,11 @@ def test_refused_design_writes_nothing(tmp_path):
     msg = " ".join(res.failure_messages())
     assert "platform_pools.pool_h100_nvlink_training.allocation: time-slicing refused" in msg, msg
     assert not out.exists()
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    out = tmp_path / "report"
+    res = run_playbook(REPORT, dict(os.environ), inventory=EXAMPLE_INVENTORY,
+                       extra_vars={"design_report_dir": str(out)}, check=True)
+    assert res.rc == 0, res
+    assert res.changed() > 0 and not out.exists()
