@@ -142,8 +142,9 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
             "exclusive, or give the teams separate pools"
             % (pool["name"], "trust=mixed" if pool["trust"] == TRUST_MIXED else "teams " + ", ".join(levels)))
     if allocation == "mig" and model is None:
-        raise DesignError("platform_pools.%s.allocation: mig is impossible, %s has no MIG (MIG-capable: %s)"
-                          % (pool["name"], pool["gpu_product"], ", ".join(mig.known_products())))
+        raise DesignError("platform_pools.%s.%s: mig is impossible, %s has no MIG (MIG-capable: %s)"
+                          % (pool["name"], "allocation" if pool["allocation"] else "mig_profile",
+                             pool["gpu_product"], ", ".join(mig.known_products())))
     hosts = pool["hosts"] or ["%s-%d" % (pool["name"], i + 1) for i in range(pool["nodes"])]
     result = {
         "allocation": allocation,
@@ -175,6 +176,13 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
               % (pool["name"], allocation, recommended, "; ".join(reasons)), pool=pool["name"])
     if allocation == "mig":
         whole = sum(_whole_wanted(t, pool["name"], tenants, teams, pools_of) for t in pool["teams"])
+        known = (design_mig.configs_from(parted, model, device_id, pool["gpus_per_node"]) if parted is not None
+                 else design_mig.derived_configs(model, device_id))
+        if pool["mig_profile"] and pool["mig_profile"] not in known:
+            _warn(warnings, "mig_profile_unknown", "pool %s: mig_profile %s is not a uniform config of the %s for %s "
+                  "(known: %s); the mig role refuses a profile the cluster's config lacks" % (
+                      pool["name"], pool["mig_profile"], "cluster's mig-parted config" if parted is not None
+                      else "default mig-parted config", model_name, ", ".join(sorted(known))), pool=pool["name"])
         if pool["mig_profile"]:
             layout = {"covered": None, "profiles": dict((h, pool["mig_profile"]) for h in hosts),
                       "profile": pool["mig_profile"], "requested": slices_wanted, "whole_requested": whole,

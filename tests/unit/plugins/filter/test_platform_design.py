@@ -299,3 +299,19 @@ def test_whole_gpus_on_a_mig_pool_default_to_the_quota_of_a_single_pool_team():
     layout = result["pools"]["p"]["mig"]
     assert layout["whole_requested"] == 4 and layout["covered"] is True
     assert result["pools"]["p"]["mig_profiles"] == {"h1": "all-1g.10gb", "h2": "all-disabled"}
+
+
+def test_explicit_mig_profile_is_used_for_every_node_and_checked_by_name():
+    pools = {"p": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 8, "teams": ["a"],
+                   "mig_profile": "all-2g.20gb"}}
+    result = design(pools, [{"name": "a", "quota": {"requests.nvidia.com/mig-1g.10gb": 7}}],
+                    inventory={"p": inv(["h1", "h2"], accelerator="h100", workload="training")})
+    assert result["pools"]["p"]["mig_profiles"] == {"h1": "all-2g.20gb", "h2": "all-2g.20gb"}
+    assert result["pools"]["p"]["explicit"] == "mig" and "mig_profile_unknown" not in codes(result)
+    pools["p"]["mig_profile"] = "all-1g.5gb"
+    result = design(pools, [{"name": "a", "quota": {"requests.nvidia.com/mig-1g.10gb": 7}}],
+                    inventory={"p": inv(["h1"], accelerator="h100", workload="training")})
+    assert "mig_profile_unknown" in codes(result)
+    pools = {"p": {"gpu_product": "NVIDIA-L40S", "gpus_per_node": 4, "teams": ["a"], "mig_profile": "all-1g.10gb"}}
+    with pytest.raises(AnsibleFilterError, match="platform_pools.p.mig_profile: mig is impossible"):
+        design(pools, [{"name": "a"}], inventory={"p": inv(["l1"], accelerator="l40s", workload="training")})
