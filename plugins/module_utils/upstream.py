@@ -180,3 +180,9 @@ GPU_LABEL_PREFIX = GPU_RESOURCE + "."                 # GFD labels nvidia.com/gp
 MANAGED_BY = "skaffon.gpu_platform"                   # value of LABEL_MANAGED_BY on our objects
 LABEL_ACCEPTANCE = "gpu.skaffon.io/acceptance-check"  # ours: marks test pods for cleanup
 DNS_SERVICE = "kube-dns"                               # the cluster DNS Service in DNS_NAMESPACE (kubeadm, most distributions)
+# Annotation on a batch Job (its top owner): PodGroup minMember, i.e. a gang; without it a Job is
+# minMember 1 (KAI v0.17.0 pkg/podgrouper/.../job/job_grouper.go calcMinMember).
+KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+MIG_CONFIG_ALL_DISABLED = "all-disabled"           # mig-parted config: whole GPUs
+MIG_CONFIG_ALL_PREFIX = "all-"                     # mig-parted: all-<profile> = max instances per GPU
