@@ -98,8 +98,6 @@ def test_job_templates_name_existing_playbooks_and_surveys():
     with open(DEFAULTS) as handle:
         defaults = yaml.safe_load(handle)
     for jt in defaults["awx_configure_job_templates"]:
-        if jt["playbook"] in ("playbooks/quota_increase.yml", "playbooks/tenants.yml", "playbooks/queues.yml"):
-            continue  # written by the tenants/queues/AWX work; checked once they exist (see below)
         assert os.path.exists(os.path.join(REPO, jt["playbook"])), jt
         if "survey" in jt:
             assert os.path.exists(os.path.join(REPO, "awx", jt["survey"])), jt
