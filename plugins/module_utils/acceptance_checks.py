@@ -421,10 +421,11 @@ def tenant_isolation(ctx):
                       [_pod_failure(ready or {})])
     target = "%s:8080" % ip
     evidence, failed = [], []
-    cases = [("acceptance-probe-cross", team_a, target, "tcp", "Failed", "%s -> %s (%s/acceptance-server)" % (
-        team_a, target, team_b)),
-             ("acceptance-probe-own", team_b, target, "tcp", "Succeeded", "%s -> %s (same namespace)" % (
-                 team_b, target))]
+    cases = [
+        ("acceptance-probe-cross", team_a, target, "tcp", "Failed",
+         "%s -> %s (%s/acceptance-server)" % (team_a, target, team_b)),
+        ("acceptance-probe-own", team_b, target, "tcp", "Succeeded", "%s -> %s (same namespace)" % (team_b, target)),
+    ]
     if ctx.kube.get("v1", "Service", upstream.DNS_SERVICE, upstream.DNS_NAMESPACE) is not None:
         cases.append(("acceptance-probe-dns", team_a, "%s.%s.svc.cluster.local:53" % (
             upstream.DNS_SERVICE, upstream.DNS_NAMESPACE), "udp", "Succeeded", "%s -> cluster DNS (udp 53)" % team_a))

@@ -61,7 +61,7 @@ class AlertProbe(object):
                             image=self.dcgm_image())
         container = pod["spec"]["containers"][0]
         del container["resources"]
-        container["command"] = ["sh", "-c", "dcgmi test --host \\"$HOST_IP:%d\\" --inject --gpuid 0 -f %d -v %d" % (
+        container["command"] = ["sh", "-c", 'dcgmi test --host "$HOST_IP:%d" --inject --gpuid 0 -f %d -v %d' % (
             DCGM_HOSTENGINE_PORT, XID_FIELD, value)]
         container["env"] = [{"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
         self.ctx.kube.create(pod)

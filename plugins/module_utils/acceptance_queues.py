@@ -88,8 +88,8 @@ class QueueProbe(object):
 
     def team_queues(self, teams):
         if self.backend == "kai":
-            items = dict((q["metadata"]["name"], q) for q in self.ctx.kube.list(upstream.KAI_QUEUE_API_VERSION,
-                                                                                 "Queue")[0])
+            listed = self.ctx.kube.list(upstream.KAI_QUEUE_API_VERSION, "Queue")[0]
+            items = dict((q["metadata"]["name"], q) for q in listed)
             found = [t for t in teams if t in items]
             return found, items
         found = [t for t in teams if self.ctx.kube.get(upstream.KUEUE_API_VERSION, "LocalQueue", t, t)]
@@ -124,7 +124,7 @@ class QueueProbe(object):
         self.ctx.track(group)
         for i in range(size):
             pod = self.test_pod(self.ctx, "%s-%d" % (name, i), {upstream.GPU_RESOURCE: 1},
-                                  image=self.ctx.params["probe_image"])
+                                image=self.ctx.params["probe_image"])
             pod["metadata"]["namespace"] = team
             pod["metadata"]["labels"][upstream.KAI_QUEUE_LABEL] = team
             pod["metadata"]["annotations"] = {KAI_PODGROUP_ANNOTATION: name, KAI_SKIP_PODGROUPER: "true"}

@@ -89,8 +89,8 @@ def honour(desired, live):
         return desired, []
     out = copy.deepcopy(desired)
     kept, notes = [], []
-    name = "%s %s" % (desired.get("kind"), "/".join(x for x in ((desired.get("metadata") or {}).get("namespace"),
-                                                                   (desired.get("metadata") or {}).get("name")) if x))
+    meta = desired.get("metadata") or {}
+    name = "%s %s" % (desired.get("kind"), "/".join(x for x in (meta.get("namespace"), meta.get("name")) if x))
     for entry in recorded:
         want = get_path(out, entry["path"])
         raised, inventory = _number(entry.get("value")), _number(want)

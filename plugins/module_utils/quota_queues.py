@@ -75,9 +75,8 @@ class KaiQueues(object):
                           self.ticket, self.at)
         undo = {"spec": {"resources": {res: {"quota": old_quota, "limit": old_limit}}}}
         undo.update(_old_annotation(queue))
-        desc = "KAI Queue %s %s quota %s -> %s%s%s" % (name, res, old_quota, quota,
-                                                        " (limit %s -> %s)" % (old_limit, fields["limit"])
-                                                        if "limit" in fields else "", why)
+        limit = (" (limit %s -> %s)" % (old_limit, fields["limit"])) if "limit" in fields else ""
+        desc = "KAI Queue %s %s quota %s -> %s%s%s" % (name, res, old_quota, quota, limit, why)
         return (desc,
                 lambda: self.kube.patch(upstream.KAI_QUEUE_API_VERSION, "Queue", name, patch),
                 lambda: self.kube.patch(upstream.KAI_QUEUE_API_VERSION, "Queue", name, undo))
@@ -165,8 +164,8 @@ class KueueQueues(object):
         patch = _annotate({"spec": {"resourceGroups": groups}}, cq, path, want, self.ticket, self.at)
         undo = {"spec": {"resourceGroups": cq["spec"]["resourceGroups"]}}
         undo.update(_old_annotation(cq))
-        desc = "Kueue ClusterQueue %s flavor %s %s nominalQuota %s -> %s" % (team, flavor, name,
-                                                                          row.get("nominalQuota"), want)
+        desc = "Kueue ClusterQueue %s flavor %s %s nominalQuota %s -> %s" % (
+            team, flavor, name, row.get("nominalQuota"), want)
         return [(desc,
                  lambda: self.kube.patch(upstream.KUEUE_API_VERSION, "ClusterQueue", team, patch),
                  lambda: self.kube.patch(upstream.KUEUE_API_VERSION, "ClusterQueue", team, undo))]
