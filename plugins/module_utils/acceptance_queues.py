@@ -150,7 +150,7 @@ class QueueProbe(object):
     def cleanup(self):
         self.ctx.cleanup()
         # the test pods of deleted Jobs go with them; wait until their GPUs are free again
-        self.settle(lambda: self.free_gpus(), lambda free: free >= self.start_free, self.ctx.params["pod_timeout"])
+        self.settle(self.free_gpus, lambda free: free >= self.start_free, self.ctx.params["pod_timeout"])
 
     # -- the check ------------------------------------------------------------------------
     def run(self, teams):

@@ -104,7 +104,7 @@ def search(configs, need, whole_need, nodes, gpus):
     visit(0, nodes, {})
     if best[0] is None:
         return None
-    key, choice, got, whole = best[0]
+    key, choice, got, whole = best[0][0], best[0][1], best[0][2], best[0][3]
     return {"choice": choice, "unmet": key[0][0] + key[0][1], "offered": got, "whole_gpus": whole}
 
 

@@ -57,7 +57,7 @@ def check_request(team, resource, value, ticket):
         raise DomainError(
             "quota_resource %s is never enforced: a ResourceQuota enforces extended resources only as requests.%s "
             "(the API accepts %s silently). Use quota_resource=requests.%s" % (resource, name, resource, name))
-    if type(value) is not int:  # noqa: E721 - exactly int, as AWX's integer question sends it
+    if isinstance(value, bool) or not isinstance(value, int):  # exactly an int, as AWX's integer question sends it
         raise DomainError(
             "quota_value must be an integer (AWX's integer question refuses %r and passes an int); got %s %r. "
             "On the command line use JSON: -e '{\"quota_value\": 12}'" % (value, type(value).__name__, value))

@@ -139,7 +139,9 @@ class KueueQueues(object):
         if len(hits) > 1:
             raise DomainError("ClusterQueue %s has %s in several flavors (%s): name the one to change with "
                               "quota_flavor" % (team, name, ", ".join(h[1] for h in hits)))
-        return (cq, name, hits[0]) if hits else (cq, name, None)
+        if not hits:
+            return cq, name, None
+        return cq, name, hits[0]
 
     def differs(self, team, resource, value):
         cq, name, hit = self._find(team, resource)

@@ -96,7 +96,6 @@ NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtim
 # --- GPU Operator chart and Deployment (area: operator / gpu_operator role) ---
 # The chart labels the operator Deployment app.kubernetes.io/component=gpu-operator
 # (GPU_OPERATOR_COMPONENT_SELECTOR); only its pod template also has app=gpu-operator.
-OPERATOR_APP_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the chart labels its operator Deployment so (templates/operator.yaml)
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
 ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
 

@@ -13,7 +13,7 @@ short_description: Change one quota of one team, with its queue, on record
 version_added: 0.2.0
 author: skaffon.gpu_platform contributors (@skaffon)
 description:
-  - The body of the AWX quota job template (P(skaffon.gpu_platform.quota_increase#playbook)).
+  - The body of the AWX quota job template (playbook C(skaffon.gpu_platform.quota_increase)).
   - Validates before any write - the team is one of ours (namespace labelled C(app.kubernetes.io/managed-by)),
     the key is a quota key that is enforced (C(requests.*) for extended resources), the value is an integer
     (as AWX's integer question sends it), the cluster has the capacity (unless O(allow_overcommit)), the
@@ -26,7 +26,10 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
   team: {description: The team (its namespace)., type: str, required: true}
-  resource: {description: The quota key (C(requests.nvidia.com/gpu), C(requests.cpu), C(requests.memory))., type: str, required: true}
+  resource:
+    description: The quota key, for example C(requests.nvidia.com/gpu), C(requests.cpu) or C(requests.memory).
+    type: str
+    required: true
   value:
     description: The new value, an integer (GPUs or MIG slices; CPU cores; memory in GiB).
     type: raw

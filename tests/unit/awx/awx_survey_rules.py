@@ -93,7 +93,7 @@ def answer_errors(spec, answers):
             if high not in ("", None) and len(value) > int(high):
                 errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, high))
         elif qtype == "integer":
-            if type(value) is not int:  # noqa: E721 - AWX compares the exact type: bool and float refused
+            if isinstance(value, bool) or not isinstance(value, int):  # AWX compares the exact type
                 errors.append("Value %s for '%s' expected to be an integer." % (value, var))
                 continue
             if low not in ("", None) and value < int(low):

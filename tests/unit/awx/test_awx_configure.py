@@ -82,13 +82,13 @@ def test_task_arguments_pass_the_module_argument_spec(name, fqcn, args):
 
 
 def test_every_object_kind_is_configured():
-    kinds = {fqcn for _, fqcn, _ in awx_tasks()}
+    kinds = {task[1] for task in awx_tasks()}
     assert {"awx.awx.organization", "awx.awx.execution_environment", "awx.awx.project", "awx.awx.inventory",
             "awx.awx.inventory_source", "awx.awx.credential", "awx.awx.job_template", "awx.awx.role"} <= kinds
 
 
 def test_a_wrong_option_is_caught():
-    _, fqcn, args = next(t for t in awx_tasks() if t[1] == "awx.awx.job_template")
+    fqcn, args = next(t[1:] for t in awx_tasks() if t[1] == "awx.awx.job_template")
     broken = dict(args, survey="quota.json", verbosity=9)
     messages = " ".join(validate(fqcn, broken).error_messages)
     assert "survey" in messages and "verbosity" in messages
@@ -107,5 +107,5 @@ def test_playbook_syntax():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"))
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--syntax-check",
                            "-i", "localhost,", os.path.join(REPO, "playbooks", "awx_configure.yml")],
-                          capture_output=True, text=True, env=env, cwd=REPO)
+                          capture_output=True, text=True, env=env, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -103,9 +103,7 @@ def test_operator_deployment_identity(helm, tmp_path):
     docs = render(helm, {}, tmp_path)
     (dep,) = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "gpu-operator"]
     assert dep["metadata"]["namespace"] == "gpu-operator"
-    key, _, value = upstream.OPERATOR_APP_SELECTOR.partition("=")
-    assert dep["metadata"]["labels"][key] == value
-    key, _, value = upstream.GPU_OPERATOR_COMPONENT_SELECTOR.partition("=")
+    key, value = upstream.GPU_OPERATOR_COMPONENT_SELECTOR.split("=", 1)
     assert dep["metadata"]["labels"][key] == value
     # the trap of issue 9: only the pod template carries `app`
     assert "app" not in dep["metadata"]["labels"]
