@@ -79,7 +79,7 @@ def search(configs, need, whole_need, nodes, gpus):
         per_gpu = configs[name]
         bound = max(-(-need[p] // (per_gpu[p] * gpus)) for p in per_gpu if p in need)
         bounds.append(min(bound, nodes))
-    best = {}
+    best = [None]
 
     def visit(index, left, choice):
         if index == len(useful):
@@ -90,8 +90,8 @@ def search(configs, need, whole_need, nodes, gpus):
                 full[whole_name] = left
             score = _score(full, configs, need, whole_need, gpus)
             key = (score[0], sorted(full.items()))
-            if not best or key < best["key"]:
-                best.update(key=key, choice=full, got=score[1], whole=score[2])
+            if best[0] is None or key < best[0][0]:
+                best[0] = (key, full, score[1], score[2])
             return
         for count in range(min(bounds[index], left) + 1):
             if count:
@@ -102,10 +102,10 @@ def search(configs, need, whole_need, nodes, gpus):
         choice.pop(useful[index], None)
 
     visit(0, nodes, {})
-    if not best:
+    if best[0] is None:
         return None
-    unmet = best["key"][0][0] + best["key"][0][1]
-    return {"choice": best["choice"], "unmet": unmet, "offered": best["got"], "whole_gpus": best["whole"]}
+    key, choice, got, whole = best[0][0], best[0][1], best[0][2], best[0][3]
+    return {"choice": choice, "unmet": key[0][0] + key[0][1], "offered": got, "whole_gpus": whole}
 
 
 def layout(model_name, model, device_id, need, whole_need, hosts, gpus, parted=None):

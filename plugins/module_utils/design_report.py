@@ -237,7 +237,7 @@ def concept(design, departments=None):
         p = pools[name]
         offer = "%d GPU(s)" % p["gpu"]["gpus"]
         if p["mig"] and p["mig"]["covered"] is not None:
-            whole = ", %d whole GPU(s)" % p["mig"]["whole_gpus"] if p["mig"]["whole_gpus"] else ""
+            whole = (", %d whole GPU(s)" % p["mig"]["whole_gpus"]) if p["mig"]["whole_gpus"] else ""
             offer = _counts(p["mig"]["offered"]) + whole
         elif p["time_slicing"]:
             offer = "%d GPU(s) x %d replicas" % (p["gpu"]["gpus"], p["time_slicing"]["replicas"])
