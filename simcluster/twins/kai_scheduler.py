@@ -74,7 +74,7 @@ class KaiScheduler:
     # -- is the real scheduler there? ----------------------------------------------------
     def active(self):
         names = {"kai-scheduler-default": False, "binder": False}
-        for dep in self.ctx.safe_list("deployments.apps"):
+        for dep in self.ctx.list("deployments.apps"):
             n = dep["metadata"]["name"]
             if n in names and ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1:
                 names[n] = True
@@ -157,7 +157,7 @@ class KaiScheduler:
         return used, totals
 
     def _queues(self):
-        raw = {q["metadata"]["name"]: q for q in self.ctx.safe_list(QUEUES)}
+        raw = {q["metadata"]["name"]: q for q in self.ctx.list(QUEUES)}
         out = {}
 
         def alive(name, seen=()):
@@ -197,7 +197,7 @@ class KaiScheduler:
 
     def _jobs(self, pods):
         jobs = {}
-        pgs = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in self.ctx.safe_list(PODGROUPS)}
+        pgs = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in self.ctx.list(PODGROUPS)}
         for pod in sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
             ns = pod["metadata"]["namespace"]
             pg_name = (pod["metadata"].get("annotations") or {}).get(PODGROUP_ANNOTATION)

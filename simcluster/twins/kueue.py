@@ -166,7 +166,7 @@ class Kueue:
         self.ctx = ctx
 
     def active(self):
-        for dep in self.ctx.safe_list("deployments.apps"):
+        for dep in self.ctx.list("deployments.apps"):
             if dep["metadata"]["name"] == MANAGER and ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1:
                 return True
         return False
@@ -174,8 +174,8 @@ class Kueue:
     def reconcile(self):
         jobs = [j for j in self.ctx.list("jobs.batch")
                 if (j["metadata"].get("labels") or {}).get(QUEUE_LABEL)]
-        wls = self.ctx.safe_list(WORKLOADS)
-        if not jobs and not wls and not self.ctx.safe_list(CQS):
+        wls = self.ctx.list(WORKLOADS)
+        if not jobs and not wls and not self.ctx.list(CQS):
             return
         if not self.active():
             return
@@ -268,9 +268,9 @@ class Kueue:
         return {k: v * int(ps.get("count", 1)) for k, v in per.items() if v > 0}
 
     def _schedule(self, wls, jobs):
-        cqs = {c["metadata"]["name"]: c for c in self.ctx.safe_list(CQS)}
-        lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.ctx.safe_list(LQS)}
-        flavors = {f["metadata"]["name"]: f for f in self.ctx.safe_list(FLAVORS)}
+        cqs = {c["metadata"]["name"]: c for c in self.ctx.list(CQS)}
+        lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.ctx.list(LQS)}
+        flavors = {f["metadata"]["name"]: f for f in self.ctx.list(FLAVORS)}
         quotas = Quotas(cqs)
         admitted, pending = [], []
         for wl in wls:
@@ -323,7 +323,7 @@ class Kueue:
             name = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
             counts[name] = counts.get(name, 0) + 1
         lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue")
-               for q in self.ctx.safe_list(LQS)}
+               for q in self.ctx.list(LQS)}
         pending = {}
         admitted_ids = {id(w) for w in admitted}
         for wl in wls:
