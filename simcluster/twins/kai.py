@@ -80,7 +80,7 @@ class KaiOperator:
         self.ctx = ctx
 
     def operator(self):
-        for dep in self.ctx.safe_list("deployments.apps"):
+        for dep in self.ctx.list("deployments.apps"):
             if dep["metadata"]["name"] == OPERATOR:
                 return dep
         return None
@@ -102,10 +102,10 @@ class KaiOperator:
             want[name] = svc.get("image") or {}
         sched = ((spec.get("scheduler") or {}).get("service") or {})
         if sched.get("enabled", True) is not False:
-            shards = self.ctx.safe_list(SHARDS) or [{"metadata": {"name": "default"}}]
+            shards = self.ctx.list(SHARDS) or [{"metadata": {"name": "default"}}]
             for shard in shards:
                 want[SCHEDULER_PREFIX + shard["metadata"]["name"]] = sched.get("image") or {}
-        existing = {d["metadata"]["name"]: d for d in self.ctx.safe_list("deployments.apps", ns)}
+        existing = {d["metadata"]["name"]: d for d in self.ctx.list("deployments.apps", ns)}
         for name, image in sorted(want.items()):
             body = self._deployment(config, ns, name, image, glob)
             cur = existing.get(name)
@@ -157,7 +157,7 @@ def top_owner(ctx, pod):
         res = OWNER_RESOURCES.get((ref or {}).get("kind"))
         if ref is None or res is None:
             break
-        owner = next((o for o in ctx.safe_list(res, obj["metadata"].get("namespace"))
+        owner = next((o for o in ctx.list(res, obj["metadata"].get("namespace"))
                       if o["metadata"].get("uid") == ref.get("uid")), None)
         if owner is None:
             break
@@ -172,9 +172,9 @@ class KaiPodGrouper:
     def reconcile(self):
         pods = [p for p in self.ctx.list("pods") if p["spec"].get("schedulerName") == "kai-scheduler"
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        if not pods and not self.ctx.safe_list(PODGROUPS):
+        if not pods and not self.ctx.list(PODGROUPS):
             return
-        if not ready(next((d for d in self.ctx.safe_list("deployments.apps")
+        if not ready(next((d for d in self.ctx.list("deployments.apps")
                            if d["metadata"]["name"] == SERVICES["podGrouper"]), None)):
             return
         store = self.ctx.store
@@ -214,7 +214,7 @@ class KaiPodGrouper:
 
     def _collect(self):
         """PodGroups whose owner is gone go too (what the garbage collector does for them)."""
-        for pg in self.ctx.safe_list(PODGROUPS):
+        for pg in self.ctx.list(PODGROUPS):
             ref = next((r for r in pg["metadata"].get("ownerReferences") or []), None)
             if ref is None:
                 continue
@@ -222,7 +222,7 @@ class KaiPodGrouper:
             if res is None:
                 continue
             if not any(o["metadata"].get("uid") == ref.get("uid")
-                       for o in self.ctx.safe_list(res, pg["metadata"].get("namespace"))):
+                       for o in self.ctx.list(res, pg["metadata"].get("namespace"))):
                 try:
                     self.ctx.store.delete(PODGROUPS, pg["metadata"]["namespace"], pg["metadata"]["name"])
                 except ApiError as err:
