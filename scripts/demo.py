@@ -1,30 +1,40 @@
 #!/usr/bin/env python3
-"""`make demo`: the main job against the embedded simulated GPU cluster.
+"""`make demo`: the whole platform from the example inventory, then the hand-over protocol.
 
-1. start the simulated cluster (tests/clusters/default.yaml: an H100 node whose
-   host has a driver, an L40S node without one, a CPU node);
-2. lay out one host root per GPU host from REAL nvidia-smi captures
-   (../shared/fixtures/nvidia-smi), because the demo has no SSH hosts: the
-   detection module reads them exactly as it reads a real host;
-3. install the REAL GPU Operator chart v26.7.0 from its archive in ../shared, as an
-   air-gapped site does (inventories/demo/group_vars/all.yml names it);
-4. run playbooks/demo.yml (inventories/demo): detect -> driver plan -> operator
-   install and readiness wait -> time-slicing -> MIG -> a CUDA test pod -> summary.
+1. start the simulated cluster that inventories/example describes (tests/clusters/example.yaml:
+   two H100 nodes whose hosts have a driver, an L40S node without one, a CPU node);
+2. lay out one host root per GPU host from REAL nvidia-smi captures (../shared/fixtures): the demo
+   has no SSH hosts, so the detection reads those roots exactly as it reads a real host;
+3. run playbooks/site.yml with `-i inventories/example -i <overlay>`: the overlay only says how
+   this machine reaches the hosts and where the real chart archives are (../shared, as an
+   air-gapped site keeps them); every platform setting is the example inventory's;
+4. rehearse the way back: upgrade v26.3.3 -> v26.7.0, roll back, upgrade again;
+5. start a real Prometheus (Debian package prometheus) that scrapes the simulated DCGM exporters
+   and evaluates the installed PrometheusRule;
+6. run playbooks/verify.yml and print the protocol (acceptance.md).
 """
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
+
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, ".venv", "bin")
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
-CLUSTER_FILE = os.path.join(REPO, "tests", "clusters", "default.yaml")
-CHART = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts",
-                                      "gpu-operator-v26.7.0.tgz"))
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
+FIXTURES = os.path.join(SHARED, "fixtures", "nvidia-smi")
+CLUSTER_FILE = os.path.join(REPO, "tests", "clusters", "example.yaml")
+CHARTS = os.path.join(SHARED, "upstream", "gpu-operator", "charts")
+KAI_CHART = os.path.join(SHARED, "upstream", "kai-scheduler", "charts", "kai-scheduler-v0.17.0.tgz")
 KERNEL = "6.8.0-45-generic"
+HOSTS = {"gpu-h100-1": "h100", "gpu-h100-2": "h100", "gpu-l40s-1": "l40s"}
+FROM, TO = "v26.3.3", "v26.7.0"
 
 
 def fail(msg):
@@ -80,31 +90,128 @@ def start_cluster(kubeconfig):
     if not line.startswith("ready "):
         proc.kill()
         fail("simulated cluster did not start (said %r)" % line)
-    print("demo: simulated cluster at %s, kubeconfig %s" % (line.split()[1], kubeconfig))
-    return proc
+    url = line.split()[1]
+    print("demo: simulated cluster at %s, kubeconfig %s" % (url, kubeconfig))
+    return proc, url
+
+
+def overlay(work, roots):
+    """How this machine reaches the example's hosts and charts; nothing about the platform itself."""
+    inv = os.path.join(work, "overlay")
+    os.makedirs(os.path.join(inv, "group_vars"))
+    os.makedirs(os.path.join(inv, "host_vars"))
+    with open(os.path.join(inv, "hosts.yml"), "w") as handle:
+        yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": dict((h, None) for h in HOSTS)}}}}, handle)
+    promtool = shutil.which("promtool")
+    settings = {
+        "ansible_connection": "local", "ansible_become": False,
+        "ansible_python_interpreter": os.path.join(BIN, "python"),
+        "node_prereqs_prepare_host": False,           # the hosts are captures: nothing to install
+        "gpu_operator_chart_source": "archive", "gpu_operator_chart_version": FROM,
+        "gpu_operator_chart_ref": os.path.join(CHARTS, "gpu-operator-%s.tgz" % FROM),
+        "gpu_operator_helm_binary": os.path.join(BIN, "helm"),
+        "gpu_operator_wait_timeout": 180, "gpu_operator_wait_stable_for": 2,
+        "queues_chart_source": "archive", "queues_chart_ref": KAI_CHART, "queues_chart_version": "v0.17.0",
+        "queues_helm_binary": os.path.join(BIN, "helm"),
+        "monitoring_promtool_check": bool(promtool), "monitoring_promtool": promtool or "promtool",
+        "acceptance_pod_timeout": 90,
+    }
+    with open(os.path.join(inv, "group_vars", "all.yml"), "w") as handle:
+        yaml.safe_dump(settings, handle)
+    for host, root in roots.items():
+        with open(os.path.join(inv, "host_vars", host + ".yml"), "w") as handle:
+            yaml.safe_dump({"node_prereqs_facts_root": root, "node_prereqs_kernel_release": KERNEL,
+                            "gpu_node_facts_root": root, "gpu_node_facts_kernel_release": KERNEL}, handle)
+    return inv
+
+
+def kget(env, *args):
+    out = subprocess.run([os.path.join(BIN, "kubectl"), "get", *args, "-o", "json"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def start_prometheus(work, env, sim_url):
+    """A real Prometheus scraping each GPU node's simulated exporter, with the installed rules."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+    from prometheus import BINARY, Prometheus   # the test suite's runner (loopback, temp data dir)
+    if BINARY is None:
+        print("demo: no prometheus binary (Debian package prometheus): monitoring-alert will FAIL")
+        return None
+    rules = kget(env, "prometheusrules", "-A")["items"]
+    groups = [g for r in rules for g in r["spec"]["groups"]]
+    for group in groups:
+        group["interval"] = "1s"
+    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
+        env, "pods", "-A", "-l", "app=nvidia-dcgm-exporter")["items"])
+    host = sim_url.split("//")[1]
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": [{
+        "job_name": "dcgm-%s" % node, "honor_labels": True, "metrics_path": "/_sim/dcgm/%s/metrics" % node,
+        "static_configs": [{"targets": [host], "labels": {
+            "node": node, "job": "nvidia-dcgm-exporter", "pod": pod, "container": "nvidia-dcgm-exporter"}}]}
+        for node, pod in sorted(exporters.items())]}
+    prom = Prometheus(os.path.join(work, "prometheus"), config, groups)
+    prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(exporters), 60,
+              "every exporter scraped")
+    print("demo: Prometheus at %s scrapes %d DCGM exporters" % (prom.url, len(exporters)))
+    return prom
 
 
 def main():
-    if not os.path.isdir(FIXTURES):
-        fail("real nvidia-smi captures not found at %s (../shared next to the repo)" % FIXTURES)
-    if not os.path.exists(CHART):
-        fail("real GPU Operator chart not found at %s (../shared next to the repo)" % CHART)
+    for path in (FIXTURES, CHARTS, KAI_CHART):
+        if not os.path.exists(path):
+            fail("%s not found (../shared next to the repo)" % path)
+    started = time.monotonic()
     work = tempfile.mkdtemp(prefix="gpu-platform-demo-")
-    roots = {"gpu-h100-1": h100_with_host_driver, "gpu-l40s-1": l40s_without_driver}
-    for host, build in roots.items():
-        build(os.path.join(work, "hosts", host))
+    roots = {}
+    for host, kind in HOSTS.items():
+        roots[host] = os.path.join(work, "hosts", host)
+        (h100_with_host_driver if kind == "h100" else l40s_without_driver)(roots[host])
     kubeconfig = os.path.join(work, "kubeconfig")
-    proc = start_cluster(kubeconfig)
+    proc, sim_url = start_cluster(kubeconfig)
     env = dict(os.environ, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig,
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
-               ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(REPO, "inventories", "demo"),
-           os.path.join(REPO, "playbooks", "demo.yml"),
-           "-e", "demo_hosts_dir=%s demo_kernel=%s" % (os.path.join(work, "hosts"), KERNEL)] + sys.argv[1:]
+               ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"), ANSIBLE_DISPLAY_SKIPPED_HOSTS="false")
+    inventory = ["-i", os.path.join(REPO, "inventories", "example"), "-i", overlay(work, roots)]
+    # kube-prometheus-stack's namespace: Prometheus itself runs on this machine (step 5)
+    subprocess.run([os.path.join(BIN, "kubectl"), "create", "namespace", "monitoring"], env=env, check=True,
+                   capture_output=True)
+    report = os.path.join(work, "acceptance")
+    upgrade = ["-e", "gpu_operator_chart_version=%s" % TO,
+               "-e", "gpu_operator_chart_ref=%s" % os.path.join(CHARTS, "gpu-operator-%s.tgz" % TO)]
+    steps = [
+        ("the platform from the example inventory", "site.yml", []),
+        ("rehearsal: upgrade the GPU Operator to %s" % TO, "gpu_operator_upgrade.yml", upgrade),
+        ("rehearsal: roll back", "gpu_operator_rollback.yml", []),
+        ("upgrade to %s again" % TO, "gpu_operator_upgrade.yml", upgrade),
+    ]
+    prom = None
+    rc = 0
     try:
-        rc = subprocess.call(cmd, cwd=REPO, env=env)
+        for title, playbook, extra in steps:
+            print("\ndemo: === %s (playbooks/%s) ===" % (title, playbook), flush=True)
+            rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+                                  os.path.join(REPO, "playbooks", playbook), *extra, *sys.argv[1:]],
+                                 cwd=REPO, env=env)
+            if rc:
+                fail("playbooks/%s failed (rc %d)" % (playbook, rc))
+        prom = start_prometheus(work, env, sim_url)
+        print("\ndemo: === the hand-over checks (playbooks/verify.yml) ===", flush=True)
+        extra = ["-e", "acceptance_report_dir=%s" % report]
+        if prom is not None:
+            extra += ["-e", "acceptance_prometheus_url=%s" % prom.url]
+        rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+                              os.path.join(REPO, "playbooks", "verify.yml"), *extra], cwd=REPO, env=env)
+        protocol = os.path.join(report, "acceptance.md")
+        if os.path.exists(protocol):
+            with open(protocol) as handle:
+                print("\n" + handle.read())
+        print("demo: %s in %.0f s" % ("every check passed" if rc == 0 else "checks FAILED (rc %d)" % rc,
+                                      time.monotonic() - started))
     finally:
+        if prom is not None:
+            prom.stop()
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)

@@ -92,6 +92,8 @@ def start(cluster_path, port=0, host="127.0.0.1", state=None):
     dcgm = _optional("simcluster.dcgm")  # DCGM exporter metrics under /_sim/dcgm/<node>/metrics
     if dcgm is not None:
         server.dcgm = dcgm.Exporter(store, spec, handle)
+        if handle is not None and hasattr(handle, "ctx"):
+            handle.ctx.kubelet.hooks.append(server.dcgm.dcgmi_hook)   # dcgmi test --inject pods
     thread = threading.Thread(target=server.serve_forever, name="simcluster-http",
                               kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()

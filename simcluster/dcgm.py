@@ -31,6 +31,7 @@ UTIL_ANNOTATION = "simcluster.skaffon.io/gpu-util"
 MEMORY_ANNOTATION = "simcluster.skaffon.io/gpu-memory-mib"
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-")
 FAULT_KEYS = ("gpu_xid", "gpu_overheat", "gpu_ecc_dbe", "dcgm_exporter_down")
+XID_FIELD = 230   # DCGM_FI_DEV_XID_ERRORS (dcgm_fields.h), the field `dcgmi test --inject -f` names
 # the exporter's default list when ../shared is absent (same fields as default-counters.csv)
 FALLBACK_FIELDS = [(f, t, f) for f, t in [
     ("DCGM_FI_DEV_SM_CLOCK", "gauge"), ("DCGM_FI_DEV_MEM_CLOCK", "gauge"),
@@ -111,6 +112,35 @@ class Exporter:
         self.started = time.monotonic()
         self.lock = threading.Lock()
         self.faults = dict((k, v) for k, v in (spec.get("faults") or {}).items() if k in FAULT_KEYS)
+
+    # -- dcgmi test --inject: a pod on a GPU node writes a field into the host engine ----------
+    def dcgmi_hook(self, pod, elapsed):
+        """Kubelet hook: `dcgmi test --inject --gpuid G -f 230 -v XID` (DCGM_FI_DEV_XID_ERRORS) in a
+        DCGM image sets that GPU's last Xid, as on a real node (value 0 clears it)."""
+        containers = pod["spec"].get("containers") or []
+        for container in containers:
+            words = " ".join(list(container.get("command") or []) + list(container.get("args") or []))
+            if "dcgm" not in (container.get("image") or "") or "dcgmi test" not in words or "--inject" not in words:
+                continue
+            args = words.split()
+            try:
+                gpu = int(args[args.index("--gpuid") + 1]) if "--gpuid" in args else 0
+                field = int(args[args.index("-f") + 1])
+                value = int(args[args.index("-v") + 1])
+            except (ValueError, IndexError):
+                return {"kind": "complete", "exit": 1, "delay": 0.1,
+                        "logs": {container["name"]: "Error: invalid arguments: %s\n" % words}}
+            node = pod["spec"].get("nodeName")
+            if field != XID_FIELD or node not in self.nodes or not self.nodes[node].get("gpus"):
+                return {"kind": "complete", "exit": 1, "delay": 0.1,
+                        "logs": {container["name"]: "Error: the simulated host engine of %s injects only field "
+                                                    "%d (DCGM_FI_DEV_XID_ERRORS) on GPU nodes\n" % (node, XID_FIELD)}}
+            with self.lock:
+                kept = [x for x in self.faults.get("gpu_xid") or [] if (x.get("node"), x.get("gpu")) != (node, gpu)]
+                self.faults["gpu_xid"] = kept + ([{"node": node, "gpu": gpu, "xid": value}] if value else [])
+            return {"kind": "complete", "exit": 0, "delay": 0.1,
+                    "logs": {container["name"]: "Successfully injected field info.\n"}}
+        return None
 
     # -- HTTP -----------------------------------------------------------------------------
     def handle(self, method, parts, body=b""):

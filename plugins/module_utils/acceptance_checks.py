@@ -312,22 +312,51 @@ def sharing_verified(ctx):
     return Result("sharing-verified", PASS, "time-slicing and MIG as configured on %d node(s)" % len(shared), evidence)
 
 
+def helm_history(ctx, release, namespace):
+    """[(revision, status, description, chart version)] of a Helm 3/4 release, from its release Secrets."""
+    import base64
+    import gzip
+    import json
+
+    secrets = ctx.kube.list("v1", "Secret", namespace=namespace,
+                            label_selector="owner=helm,name=%s" % release)[0]
+    history = []
+    for secret in secrets:
+        labels = _labels(secret)
+        try:
+            raw = base64.b64decode(base64.b64decode((secret.get("data") or {}).get("release", "")))
+            body = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        except (ValueError, TypeError, OSError):
+            body = {}
+        history.append((int(labels.get("version", 0)), labels.get("status"),
+                        (body.get("info") or {}).get("description", ""),
+                        ((body.get("chart") or {}).get("metadata") or {}).get("version", "?")))
+    return sorted(history)
+
+
 @check("update-rehearsed")
 def update_rehearsed(ctx):
+    release, ns = ctx.params.get("operator_release") or "gpu-operator", ctx.params["operator_namespace"]
+    history = helm_history(ctx, release, ns)
     records = ctx.params.get("upgrade_records") or []
-    evidence = ["%s: %s %s -> %s%s" % (
+    evidence = ["Helm release %s/%s revision %d: %s, chart %s (%s)" % (ns, release, rev, status, version, desc)
+                for rev, status, desc, version in history]
+    evidence += ["record %s: %s %s -> %s%s" % (
         r.get("date", "?"), r.get("action", "upgrade"), r.get("from_version", "?"), r.get("to_version", "?"),
         (" (%s)" % r["result"]) if r.get("result") else "") for r in records]
-    upgraded = [r for r in records if r.get("action", "upgrade") == "upgrade" and r.get("result") == "success"]
-    rolled = [r for r in records if r.get("action") == "rollback" and r.get("result") == "success"]
-    if not records:
-        return Result("update-rehearsed", FAIL, "no upgrade record found (%s): run playbooks/gpu_operator_upgrade.yml "
-                      "and playbooks/gpu_operator_rollback.yml once on this cluster" %
-                      ctx.params.get("upgrade_record_file"), evidence)
+    upgraded = [h for h in history if h[2].startswith("Upgrade complete")] + [
+        r for r in records if r.get("action", "upgrade") == "upgrade" and r.get("result") == "success"]
+    rolled = [h for h in history if h[2].startswith("Rollback to")] + [
+        r for r in records if r.get("action") == "rollback" and r.get("result") == "success"]
+    if not history and not records:
+        return Result("update-rehearsed", FAIL, "release %s has no history in %s: install the GPU Operator first"
+                      % (release, ns), evidence)
     if upgraded and rolled:
-        return Result("update-rehearsed", PASS, "an upgrade and a rollback are on record", evidence)
-    return Result("update-rehearsed", FAIL, "on record: %d successful upgrade(s), %d rollback(s); both are needed"
-                  % (len(upgraded), len(rolled)), evidence)
+        return Result("update-rehearsed", PASS, "an upgrade and a rollback of %s are on record (Helm history)"
+                      % release, evidence)
+    return Result("update-rehearsed", FAIL, "on record: %d upgrade(s), %d rollback(s); rehearse with "
+                  "playbooks/gpu_operator_upgrade.yml and playbooks/gpu_operator_rollback.yml" % (
+                      len(upgraded), len(rolled)), evidence)
 
 
 @check("runbooks")
@@ -341,6 +370,12 @@ def runbooks(ctx):
         else:
             missing.append(name)
     links = ctx.params.get("alert_runbook_links")
+    if links is None and ctx.kube.served(upstream.PROMETHEUS_RULE_API_VERSION, "PrometheusRule"):
+        rules = ctx.kube.list(upstream.PROMETHEUS_RULE_API_VERSION, "PrometheusRule",
+                              label_selector="%s=%s" % (upstream.LABEL_PART_OF, upstream.PART_OF_VALUE))[0]
+        links = dict((rule["alert"], (rule.get("annotations") or {}).get("runbook_url"))
+                     for item in rules for group in (item.get("spec") or {}).get("groups") or []
+                     for rule in group.get("rules") or [] if rule.get("alert")) or None
     if links is not None:
         unlinked = sorted(alert for alert, url in links.items()
                           if not url or os.path.splitext(os.path.basename(url.split("#")[0]))[0] not in RUNBOOKS

@@ -34,6 +34,10 @@ options:
     description: Namespace of the GPU Operator.
     type: str
     default: gpu-operator
+  operator_release:
+    description: Helm release name of the GPU Operator (its history proves the upgrade rehearsal).
+    type: str
+    default: gpu-operator
   cluster_policy:
     description: Name of the ClusterPolicy.
     type: str
@@ -110,7 +114,7 @@ options:
     description: Directory holding the runbooks (C(docs/runbooks) of the collection).
     type: path
   alert_runbook_links:
-    description: Alert name to C(runbook_url) of the installed rules; omit when monitoring is not part of the site.
+    description: Alert name to C(runbook_url); default - read from the installed PrometheusRules of this collection.
     type: dict
 """
 
@@ -164,6 +168,7 @@ def argspec():
         checks=dict(type="list", elements="str", default=list(acceptance.CHECK_IDS)),
         operator_namespace=dict(type="str", default="gpu-operator"),
         cluster_policy=dict(type="str", default="cluster-policy"),
+        operator_release=dict(type="str", default="gpu-operator"),
         gpu_nodes=dict(type="list", elements="dict", default=[], options=node),
         test_namespace=dict(type="str", default="gpu-acceptance"),
         cuda_image=dict(type="str", default="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"),

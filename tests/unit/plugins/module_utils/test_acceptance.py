@@ -23,6 +23,10 @@ class FakeKube:
     def list(self, api_version, kind, namespace=None, **kw):
         return [o for (k, _name), o in sorted(self.objects.items()) if k == kind], "1"
 
+    @staticmethod
+    def served(api_version, kind):
+        return False
+
     def create(self, body, dry_run=False):
         if self.fail_create:
             raise self.fail_create
@@ -81,6 +85,27 @@ def test_quota_check_needs_a_403_exceeded_quota():
                          ["quota-enforced"])[0]
     assert res.status == acceptance.FAIL
     assert acceptance.run(ctx(admitted), ["quota-enforced"])[0].status == acceptance.SKIP
+
+
+def test_update_rehearsed_reads_the_helm_history():
+    import base64
+    import gzip
+    import json
+
+    def secret(rev, desc):
+        body = base64.b64encode(gzip.compress(json.dumps({"info": {"description": desc}, "chart": {
+            "metadata": {"version": "v26.7.0"}}}).encode()))
+        return {"metadata": {"name": "sh.helm.release.v1.gpu-operator.v%d" % rev,
+                             "labels": {"owner": "helm", "name": "gpu-operator", "version": str(rev),
+                                        "status": "superseded"}},
+                "data": {"release": base64.b64encode(body).decode()}}
+    kube = FakeKube({("Secret", "a"): secret(1, "Install complete"), ("Secret", "b"): secret(2, "Upgrade complete")})
+    res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
+    assert res.status == "FAIL" and "1 upgrade(s), 0 rollback(s)" in res.summary
+    kube.objects[("Secret", "c")] = secret(3, "Rollback to 1")
+    res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
+    assert res.status == "PASS", res.evidence
+    assert "revision 3: superseded, chart v26.7.0 (Rollback to 1)" in res.evidence[2]
 
 
 def test_update_rehearsed_needs_an_upgrade_and_a_rollback():
