@@ -144,9 +144,10 @@ def objects(sim):
             out[(kind, o["metadata"]["name"])] = (o["metadata"]["uid"],
                                                   o["metadata"]["resourceVersion"])
     for p in api(sim, _path("pods", NS))["items"]:
-        owner = (p["metadata"].get("ownerReferences") or [{}])[0].get("name", "")
-        out[("pods", owner, p["spec"].get("nodeName"))] = (p["metadata"]["uid"],
-                                                           p["metadata"]["resourceVersion"])
+        ref = (p["metadata"].get("ownerReferences") or [{}])[0]
+        # a DaemonSet pod belongs to its node; a Deployment's may land on any node that fits
+        node = p["spec"].get("nodeName") if ref.get("kind") == "DaemonSet" else "(any node)"
+        out[("pods", ref.get("name", ""), node)] = (p["metadata"]["uid"], p["metadata"]["resourceVersion"])
     return out
 
 
