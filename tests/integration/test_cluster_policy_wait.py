@@ -48,7 +48,8 @@ def start(tmp_path_factory, nodes, faults=None):
             "pod-security.kubernetes.io/enforce": "privileged"}}})
         labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
         template = {"metadata": {"labels": labels}, "spec": {"containers": [
-            {"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0"}]}}
+            {"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0",
+                                     "command": ["gpu-operator"]}]}}
         client.AppsV1Api(api).create_namespaced_deployment(NS, {
             # the twin (simcluster/twins/context.py OPERATOR_LABELS) still wants `app` on the Deployment too
             "metadata": {"name": "gpu-operator", "labels": labels},

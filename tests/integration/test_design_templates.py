@@ -84,12 +84,13 @@ def install_operator(sim):
     core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": {
         "pod-security.kubernetes.io/enforce": "privileged"}}})
-    app = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
-    apps.create_namespaced_deployment(OPERATOR_NS, {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpu-operator", "labels": app},
-        "spec": {"replicas": 1, "selector": {"matchLabels": app}, "template": {
-            "metadata": {"labels": app},
-            "spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0"}]}}}})
+    from simcluster.twins.testkit import chart_workloads
+    for obj in chart_workloads(OPERATOR_NS):     # the real chart's operator + NFD workloads
+        if obj["kind"] == "Deployment":
+            apps.create_namespaced_deployment(OPERATOR_NS, obj)
+        else:   # the NFD worker tolerates the pools' taints, as the operator role's values make it
+            obj["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+            apps.create_namespaced_daemon_set(OPERATOR_NS, obj)
     custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
         "spec": {"operator": {}, "daemonsets": {"tolerations": [{"operator": "Exists"}]},
