@@ -191,11 +191,13 @@ def main():
     try:
         for title, playbook, extra in steps:
             print("\ndemo: === %s (playbooks/%s) ===" % (title, playbook), flush=True)
+            step = time.monotonic()
             rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
                                   os.path.join(REPO, "playbooks", playbook), *extra, *sys.argv[1:]],
                                  cwd=REPO, env=env)
             if rc:
                 fail("playbooks/%s failed (rc %d)" % (playbook, rc))
+            print("demo: %s took %.0f s" % (playbook, time.monotonic() - step), flush=True)
         prom = start_prometheus(work, env, sim_url)
         print("\ndemo: === the hand-over checks (playbooks/verify.yml) ===", flush=True)
         extra = ["-e", "acceptance_report_dir=%s" % report]

@@ -15,6 +15,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance im
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import evaluate
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import node_offer
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.watch import ObjectWatch
 
 __all__ = ["CHECKS"]  # the registry, filled by the @check functions below
 
@@ -38,23 +39,18 @@ def _condition(obj, cond_type):
 
 
 def wait_for(ctx, api_version, kind, name, namespace, predicate, timeout):
-    """The object once predicate(obj) holds, or the last one seen at the timeout (watch, no polling)."""
-    deadline = ctx.clock() + timeout
-    res = ctx.kube.resource(api_version, kind)
-    obj = ctx.kube.get(api_version, kind, name, namespace)
-    while not (obj and predicate(obj)):
-        left = deadline - ctx.clock()
-        if left <= 0:
+    """The object once predicate(obj) holds, or the last one seen at the timeout (the shared watch)."""
+    follow = ObjectWatch(ctx.kube, api_version, kind, namespace=namespace, name=name)
+    obj = next(iter(follow.sync().values()), None)
+    if obj is not None and predicate(obj):
+        return obj
+    for event_type, event_obj in follow.events(ctx.clock() + timeout):
+        if event_type == "DELETED":
+            obj = None
+            continue
+        obj = event_obj
+        if predicate(obj):
             return obj
-        version = _meta(obj).get("resourceVersion") if obj else None
-
-        def events(version=version, left=left):
-            return list(res.watch(namespace=namespace, name=name, resource_version=version,
-                                  timeout=max(1, int(left))))
-        for event in ctx.kube.call("WATCH", kind, name, namespace, events):
-            obj = event["raw_object"]
-            if predicate(obj):
-                return obj
     return obj
 
 

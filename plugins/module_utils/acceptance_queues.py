@@ -180,6 +180,7 @@ class QueueProbe(object):
                                 for r in rows))
         else:
             expected = None
+        size = self.gang_size(a, queues, free)   # before any test pod counts against the quota
         for team in (a, b):
             self.job(team, "acceptance-share", free)
         target = sum(expected.values()) if expected is not None else free
@@ -196,7 +197,6 @@ class QueueProbe(object):
         self.cleanup()
         if not ok:
             return Result("queues-fair", FAIL, "the shares under scarcity are not the agreed ones", evidence)
-        size = self.gang_size(a, queues, free)
         if size is None:
             return Result("queues-fair", FAIL, "the shares are right, but %s's queue has no limit below its "
                           "ResourceQuota, so no gang can be held by the queue: give it a gpu limit" % a, evidence)

@@ -39,10 +39,11 @@ def markdown(results, meta):
             lines.append("| %s | %s |" % (label, _cell(meta[key])))
     lines += ["", "Result: %d passed, %d failed, %d skipped of %d checks." % (
         total["PASS"], total["FAIL"], total["SKIP"], len(results)), ""]
-    lines += ["| # | check | result | summary |", "|---|---|---|---|"]
+    lines += ["| # | check | result | summary | seconds |", "|---|---|---|---|---|"]
     for n, result in enumerate(results, 1):
-        lines.append("| %d | `%s` %s | %s | %s |" % (
-            n, result["id"], _cell(result["title"]), MARK[result["status"]], _cell(result["summary"])))
+        lines.append("| %d | `%s` %s | %s | %s | %.1f |" % (
+            n, result["id"], _cell(result["title"]), MARK[result["status"]], _cell(result["summary"]),
+            result.get("seconds", 0)))
     lines.append("")
     for n, result in enumerate(results, 1):
         lines += ["## %d. %s (`%s`): %s" % (n, result["title"], result["id"], result["status"]), "",

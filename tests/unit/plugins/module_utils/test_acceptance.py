@@ -165,7 +165,7 @@ def test_protocol_is_deterministic_and_complete():
     assert text == markdown(RESULTS, META)
     assert "| Cluster | prod-gpu |" in text and "| GPU Operator chart | v26.7.0 |" in text
     assert "Result: 1 passed, 1 failed, 1 skipped of 3 checks." in text
-    assert "| 3 | `cuda-test` CUDA | **FAIL** | timed out <pod> |" in text
+    assert "| 3 | `cuda-test` CUDA | **FAIL** | timed out <pod> | 1.2 |" in text
     assert "ok \\| fine" in text and "- a & b" in text and "## Sign-off" in text
 
 
