@@ -12,9 +12,28 @@ pytestmark = [pytest.mark.slow]
 
 TEAMS = [
     {"name": "team-a", "quota": {"requests.nvidia.com/gpu": 8}, "groups": {"admin": ["idp-a-leads"]},
-     "network": {"ingress_from_namespaces": ["monitoring"]}},
-    {"name": "team-b", "quota": {"requests.nvidia.com/gpu": 4}},
+     "network": {"ingress_from_namespaces": ["monitoring"]},
+     "queue": {"parent": "research", "gpu": {"quota": 2, "over_quota_weight": 1}}},
+    {"name": "team-b", "quota": {"requests.nvidia.com/gpu": 4},
+     "queue": {"parent": "research", "gpu": {"quota": 2, "over_quota_weight": 3}}},
 ]
+
+
+CRDS = {}
+
+
+def crd_schemas(*dirs):
+    """{apiVersion: {kind: openAPIV3Schema}} of the CRDs in ../shared/upstream."""
+    out = {}
+    for directory in dirs:
+        for name in sorted(os.listdir(directory)):
+            for crd in yaml.safe_load_all(open(os.path.join(directory, name))):
+                if not crd or crd.get("kind") != "CustomResourceDefinition":
+                    continue
+                for version in crd["spec"]["versions"]:
+                    out.setdefault("%s/%s" % (crd["spec"]["group"], version["name"]), {})[
+                        crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
+    return out
 
 
 def write_inventory(root, teams):
@@ -33,6 +52,8 @@ def write_inventory(root, teams):
                                      "node_labels": {"gpu-h100-1": {"nvidia.com/gpu.deploy.driver": "false"}}},
         "gpu_operator_time_slicing": {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}},
         "gitops_repo_url": "https://git.example/platform/gitops.git",
+        "tenants_queue_backend": "kai", "queues_chart_version": "v0.17.0",
+        "queues_departments": [{"name": "research", "gpu": {"quota": 4}}],
         "gitops_repo_path": "clusters/prod-gpu",
         "tenants_list": teams}))
     (gv / "pool_h100.yml").write_text(yaml.safe_dump({
@@ -56,6 +77,12 @@ def test_export_is_deterministic_complete_and_prunes(tmp_path):
     assert "platform/configmap-gpu-operator-time-slicing-config.yaml" in files
     assert "teams/networkpolicy-team-a-tenant-default-deny.yaml" in files
     assert "nodes/gpu-h100-1.yaml" in files
+    assert "apps/02-gpu-platform-queue-backend.yaml" in files and "queues/queue-cluster-team-a.yaml" in files
+    assert "apps/05-gpu-platform-monitoring.yaml" in files
+    assert any(f.startswith("monitoring/prometheusrule-monitoring-") for f in files), files
+    kai = yaml.safe_load((out / "apps" / "02-gpu-platform-queue-backend.yaml").read_text())
+    assert kai["spec"]["source"]["repoURL"] == "ghcr.io/kai-scheduler/kai-scheduler"
+    assert kai["spec"]["source"]["chart"] == "kai-scheduler" and kai["spec"]["source"]["targetRevision"] == "v0.17.0"
     node = yaml.safe_load((out / "nodes" / "gpu-h100-1.yaml").read_text())
     assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
     assert node["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] == "false"
@@ -92,6 +119,8 @@ def test_export_validates_against_the_crds_and_kubernetes_schemas(tmp_path):
     out = tmp_path / "gitops"
     assert export(inv, out).rc == 0
     schema = yaml.safe_load(open(crd_path))["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    CRDS.update(crd_schemas(os.path.join(SHARED, "kai-scheduler", "crds"),
+                            os.path.join(SHARED, "prometheus-operator", "crds")))
     kinds = set()
     for path in out.rglob("*.yaml"):
         for doc in yaml.safe_load_all(path.read_text()):
@@ -100,6 +129,9 @@ def test_export_validates_against_the_crds_and_kubernetes_schemas(tmp_path):
             kinds.add(doc["kind"])
             if doc["apiVersion"].startswith("argoproj.io/"):
                 jsonschema.validate(doc, schema)
+            elif doc["apiVersion"] in CRDS:
+                jsonschema.Draft7Validator(CRDS[doc["apiVersion"]][doc["kind"]]).validate(doc)   # Go regexes: no metaschema check
             else:
                 kubernetes_validate.validate(doc, "1.35.0", strict=True)
-    assert {"Application", "Namespace", "ResourceQuota", "NetworkPolicy", "RoleBinding", "ConfigMap", "Node"} <= kinds
+    assert {"Application", "Namespace", "ResourceQuota", "NetworkPolicy", "RoleBinding", "ConfigMap", "Node",
+            "Queue", "PrometheusRule"} <= kinds
