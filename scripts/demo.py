@@ -15,6 +15,7 @@
 """
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -198,6 +199,18 @@ def main():
             if rc:
                 fail("playbooks/%s failed (rc %d)" % (playbook, rc))
             print("demo: %s took %.0f s" % (playbook, time.monotonic() - step), flush=True)
+        if os.environ.get("DEMO_IDEMPOTENCE"):   # the tests: site.yml in check mode, then again: changed=0
+            for title, args in (("site.yml in check mode", ["--check"]), ("site.yml again", [])):
+                print("\ndemo: === %s ===" % title, flush=True)
+                # the inventory now pins the version the rehearsal upgraded to
+                out = subprocess.run([os.path.join(BIN, "ansible-playbook"), *inventory,
+                                      os.path.join(REPO, "playbooks", "site.yml"), *upgrade, *args], cwd=REPO, env=env,
+                                     capture_output=True, text=True)
+                changed = sum(int(n) for n in re.findall(r"\schanged=(\d+)", out.stdout.split("PLAY RECAP")[-1]))
+                print("demo: %s: rc %d, changed=%d" % (title, out.returncode, changed), flush=True)
+                if out.returncode:
+                    print(out.stdout[-4000:])
+                    fail("%s failed" % title)
         prom = start_prometheus(work, env, sim_url)
         print("\ndemo: === the hand-over checks (playbooks/verify.yml) ===", flush=True)
         extra = ["-e", "acceptance_report_dir=%s" % report]
