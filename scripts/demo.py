@@ -208,6 +208,12 @@ def main():
                                      capture_output=True, text=True)
                 changed = sum(int(n) for n in re.findall(r"\schanged=(\d+)", out.stdout.split("PLAY RECAP")[-1]))
                 print("demo: %s: rc %d, changed=%d" % (title, out.returncode, changed), flush=True)
+                task = None
+                for line in out.stdout.splitlines():   # name what changed, for the reader
+                    if line.startswith("TASK ["):
+                        task = line.strip("* ")
+                    elif line.startswith("changed:") and task:
+                        print("demo:   changed: %s %s" % (task, line.split("]")[0] + "]"), flush=True)
                 if out.returncode:
                     print(out.stdout[-4000:])
                     fail("%s failed" % title)
