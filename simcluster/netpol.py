@@ -24,6 +24,7 @@ before the policy), so policies see pod addresses, as with every common CNI.
 
 import ipaddress
 import re
+from .selectors import label_selector_matches as selector_matches
 
 AGNHOST_MARKER = "agnhost"
 DNS_NAMESPACE = "kube-system"
@@ -37,25 +38,6 @@ PROTOCOLS = {"tcp": "TCP", "udp": "UDP", "sctp": "SCTP"}
 # selectors and peers
 # ---------------------------------------------------------------------------
 
-def selector_matches(selector, labels):
-    """metav1.LabelSelector: {} matches everything, None nothing."""
-    if selector is None:
-        return False
-    labels = labels or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 class Peer:

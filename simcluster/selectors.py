@@ -174,3 +174,25 @@ def match_fields(reqs, obj):
         if op == "!=" and actual == value:
             return False
     return True
+
+
+def label_selector_matches(sel, labels):
+    """A metav1.LabelSelector object against labels: matchLabels AND every matchExpression;
+    {} matches everything, None nothing (a null namespaceSelector, podSelector ...)."""
+    if sel is None:
+        return False
+    labels = labels or {}
+    for key, value in (sel.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in sel.get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True

@@ -26,6 +26,7 @@ import hashlib
 
 from ..errors import ApiError
 from .util import clone, containers_requests, now_iso, owner_ref, set_condition, write_status
+from ..selectors import label_selector_matches as _selector_matches
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 WORKLOADS = "workloads.kueue.x-k8s.io"
@@ -60,18 +61,6 @@ def _cond(obj, ctype):
     return False
 
 
-def _selector_matches(sel, labels):
-    if sel is None:
-        return False                      # null namespaceSelector: no namespace
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        key, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if (op == "In" and labels.get(key) not in vals) or (op == "NotIn" and labels.get(key) in vals) or \
-                (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
-            return False
-    return True
 
 
 class Quotas:

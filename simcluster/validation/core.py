@@ -12,6 +12,7 @@ import ipaddress
 from simcluster.errors import FieldError
 from simcluster.validation import names
 from simcluster.validation.quantity import Quantity, QuantityError, bad_request
+from simcluster.selectors import label_selector_matches as selector_matches
 
 STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 STANDARD_QUOTA_RESOURCES = {
@@ -292,24 +293,6 @@ def _go_selector(sel):
                 "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}")
 
 
-def selector_matches(sel, labels):
-    """metav1.LabelSelector (matchLabels + matchExpressions) against labels."""
-    if sel is None:
-        return False
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in sel.get("matchExpressions") or ():
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 # -- ResourceQuota -----------------------------------------------------------

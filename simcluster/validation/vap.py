@@ -19,6 +19,7 @@ import weakref
 
 from simcluster.errors import ApiError
 from simcluster.validation import cel
+from simcluster.selectors import label_selector_matches
 
 POLICIES = "validatingadmissionpolicies.admissionregistration.k8s.io"
 BINDINGS = "validatingadmissionpolicybindings.admissionregistration.k8s.io"
@@ -61,22 +62,6 @@ def _on_event(st, ev, res, obj):
         table[name] = obj
 
 
-def label_selector_matches(sel, labels):
-    """metav1.LabelSelector semantics (matchLabels AND every matchExpression)."""
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        key, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in vals:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in vals:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def _split(resource):
