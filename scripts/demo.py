@@ -200,7 +200,7 @@ def main():
                 fail("playbooks/%s failed (rc %d)" % (playbook, rc))
             print("demo: %s took %.0f s" % (playbook, time.monotonic() - step), flush=True)
         if os.environ.get("DEMO_IDEMPOTENCE"):   # the tests: site.yml in check mode, then again: changed=0
-            for title, args in (("site.yml in check mode", ["--check"]), ("site.yml again", [])):
+            for title, args in (("site.yml in check mode", ["--check", "--diff"]), ("site.yml again", [])):
                 print("\ndemo: === %s ===" % title, flush=True)
                 # the inventory now pins the version the rehearsal upgraded to
                 out = subprocess.run([os.path.join(BIN, "ansible-playbook"), *inventory,

@@ -142,6 +142,12 @@ def test_upgrade_reads_the_inventory_and_brings_the_crds(site):
     again = play(sim, UPGRADE, inv, {"gpu_operator_chart_version": "v26.7.0"})
     assert again.rc == 0 and again.changed() == 0, (again.changed_tasks(), again)
     assert len(history(sim)) == 2
+    # the install playbook at the upgraded version renders the same values (operator.upgradeCRD too)
+    # and compares the real chart's v-prefixed version: Helm is not even called
+    same = play(sim, INSTALL, inv, {"gpu_operator_chart_version": "v26.7.0"})
+    assert same.rc == 0 and same.changed() == 0, (same.changed_tasks(), same)
+    assert all(r.get("skipped") for r in same.task_results("Install or upgrade the GPU Operator chart")), same
+    assert len(history(sim)) == 2
 
 
 def test_rollback_check_mode_reports_the_change_and_writes_nothing(site):
@@ -179,13 +185,28 @@ def test_rollback_to_revision_zero_is_refused(site):
     assert any("0 (\"previous\") is refused" in m for m in res.failure_messages()), res
 
 
+def test_a_version_change_in_the_inventory_brings_the_crds(site, tmp_path):
+    """The install playbook (site.yml too) at a new version takes the upgrade's CRD path."""
+    sim, _, _ = site
+    assert history(sim)[-1]["chart"] == "gpu-operator-v26.3.3"
+    sim.run(os.path.join(BIN, "kubectl"), "delete", "crd", "gpuclusters.nvidia.com")
+    inv = write_inventory(tmp_path, POOLS, site_vars(sim, gpu_operator_chart_version="v26.7.0"))
+    res = play(sim, INSTALL, inv)
+    assert res.rc == 0, res.failure_messages()
+    assert kget(sim, "crd", "gpuclusters.nvidia.com") is not None
+    assert (history(sim)[-1]["chart"], history(sim)[-1]["status"]) == ("gpu-operator-v26.7.0", "deployed")
+    again = play(sim, INSTALL, inv)
+    assert again.rc == 0 and again.changed() == 0, (again.changed_tasks(), again)
+
+
 def test_a_driver_plan_set_in_the_inventory_wins(site, tmp_path):
     """Issue 9: an inventory gpu_operator_driver_plan is used as is (no host facts needed)."""
     sim, _, _ = site
     # a plan the hosts' facts would never give (they say: mixed fleet, driver.enabled=true)
     plan = plan_for([gpu_node("gpu-h100-1", "550.54.15"), gpu_node("gpu-l40s-1", "550.54.15")])
     assert plan["driver_enabled"] is False
-    inv = write_inventory(tmp_path, POOLS, site_vars(sim, gpu_operator_driver_plan=plan, gpu_operator_wait=False),
+    inv = write_inventory(tmp_path, POOLS, site_vars(sim, gpu_operator_driver_plan=plan, gpu_operator_wait=False,
+                                                           gpu_operator_chart_version="v26.7.0"),
                           with_roots=False)
     res = play(sim, INSTALL, inv)
     assert res.rc == 0, res
