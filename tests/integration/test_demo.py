@@ -25,6 +25,8 @@ def test_demo_runs_site_then_verify_and_every_check_passes():
     # site.yml in check mode and again on the finished platform (after the upgrade rehearsal): nothing to do
     assert "demo: site.yml in check mode: rc 0, changed=0" in out, re.findall(r"demo: +(?:site.yml|changed).*", out)
     assert "demo: site.yml again: rc 0, changed=0" in out, re.findall(r"demo: +(?:site.yml|changed).*", out)
+    assert "demo: verify.yml in check mode: rc 0, protocol written: False" in out, \
+        re.findall(r"demo: verify.yml.*", out)
     for step in ("site.yml", "gpu_operator_upgrade.yml", "gpu_operator_rollback.yml"):
         assert "demo: %s took" % step in out
     assert "# GPU platform hand-over protocol" in out
