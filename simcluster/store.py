@@ -20,6 +20,7 @@ from . import errors, managed
 from .errors import ApiError
 from .registry import Registry
 from .selectors import match_fields, match_labels, parse_field_selector, parse_label_selector
+from .validation.qos import pod_qos
 
 WATCH_HISTORY = 50000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -403,6 +404,8 @@ class Store:
             if admit:
                 self._admit("CREATE", resource, obj, None, dry_run, None, field_validation,
                             user, warnings)
+            if info.key == "pods":       # PrepareForCreate, after mutating admission (LimitRanger)
+                obj.setdefault("status", {})["qosClass"] = pod_qos(obj.get("spec"))
             if managed_fields is not None:
                 meta["managedFields"] = managed_fields
             else:

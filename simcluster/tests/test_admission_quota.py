@@ -143,9 +143,12 @@ def test_quota_created_after_pods_counts_them(store):
 
 
 def test_scoped_quota_best_effort(store):
+    """The evaluator's isBestEffort is the QoS class: only cpu and memory count, so a GPU-only pod is
+    BestEffort (pkg/quota/v1/evaluator/core/pods.go)."""
     store.create("resourcequotas", quota({"pods": 1}, name="be", scopes=["BestEffort"]))
-    store.create("pods", gpu_pod("gpu", 1, ns="team-a"))      # not best effort: not counted
-    store.create("pods", pod("a", "team-a"))
+    store.create("pods", pod("cpu", "team-a", containers=[      # Burstable: not counted
+        {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]))
+    store.create("pods", gpu_pod("gpu", 1, ns="team-a"))      # BestEffort: counted
     with pytest.raises(ApiError):
         store.create("pods", pod("b", "team-a"))
 

@@ -21,6 +21,7 @@ message and, for a PodGroup, status.schedulingConditions.
 from ..errors import ApiError
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
+from .scheduler import bind
 from .util import clone, containers_requests, parse_quantity, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
@@ -422,25 +423,7 @@ class KaiScheduler:
 
     # -- writes ----------------------------------------------------------------------------------
     def _bind(self, pod, node, used):
-        store = self.ctx.store
-        bound = clone(pod)
-        bound["spec"]["nodeName"] = node
-        try:
-            bound = store.update("pods", bound, admit=False)
-        except ApiError as err:
-            if err.code in (404, 409):
-                self.ctx.runtime.after(0.05)
-                return
-            raise
-        acc = used.setdefault(node, {"pods": 0})
-        _add(acc, containers_requests(pod["spec"]))
-        acc["pods"] = acc.get("pods", 0) + 1
-        status = clone(bound.get("status") or {})
-        status["phase"] = "Pending"
-        status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled", "True")
-        write_status(store, "pods", bound, status)
-        self.ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
-            pod["metadata"]["namespace"], pod["metadata"]["name"], node))
+        bind(self.ctx, pod, node, used)   # the same Binding as the default scheduler's
 
     def _unschedulable(self, job, reason, message):
         for pod in job.pending:

@@ -122,7 +122,6 @@ class Scheduler:
         status["phase"] = "Pending"
         status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
                                              "False", "Unschedulable", message)
-        status.setdefault("qosClass", _qos(pod["spec"]))
         if write_status(self.ctx.store, "pods", pod, status) is not pod:
             self.ctx.event_once(pod, "FailedScheduling", message, "Warning")
 
@@ -142,43 +141,28 @@ class Scheduler:
         return None, failures, preempt
 
     def _bind(self, pod, node, used):
-        store = self.ctx.store
-        name = node["metadata"]["name"]
-        bound = clone(pod)
-        bound["spec"]["nodeName"] = name
-        try:
-            bound = store.update("pods", bound, admit=False)
-        except ApiError as err:
-            if err.code in (404, 409):
-                self.ctx.runtime.after(0.05)
-                return
-            raise
-        acc = used.setdefault(name, {})
-        for k, v in containers_requests(pod["spec"]).items():
-            acc[k] = acc.get(k, 0.0) + v
-        acc["pods"] = acc.get("pods", 0) + 1
-        status = clone(bound.get("status") or {})
-        status["phase"] = "Pending"
-        status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
-                                             "True")
-        status.setdefault("qosClass", _qos(pod["spec"]))
-        write_status(store, "pods", bound, status)
-        self.ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
-            pod["metadata"]["namespace"], pod["metadata"]["name"], name))
+        bind(self.ctx, pod, node["metadata"]["name"], used)
 
 
-def _qos(spec):
-    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        if req or lim:
-            any_set = True
-        for r in ("cpu", "memory"):
-            if r not in lim or (r in req and req[r] != lim[r]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+def bind(ctx, pod, name, used):
+    """The Binding: spec.nodeName, PodScheduled=True, the Scheduled event; `used` counts the pod's requests
+    on the node. A pod deleted or changed meanwhile is left for the next pass (as the real binder's 404/409)."""
+    bound = clone(pod)
+    bound["spec"]["nodeName"] = name
+    try:
+        bound = ctx.store.update("pods", bound, admit=False)
+    except ApiError as err:
+        if err.code in (404, 409):
+            ctx.runtime.after(0.05)
+            return
+        raise
+    acc = used.setdefault(name, {})
+    for k, v in containers_requests(pod["spec"]).items():
+        acc[k] = acc.get(k, 0.0) + v
+    acc["pods"] = acc.get("pods", 0) + 1
+    status = clone(bound.get("status") or {})
+    status["phase"] = "Pending"
+    status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled", "True")
+    write_status(ctx.store, "pods", bound, status)
+    ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
+        pod["metadata"]["namespace"], pod["metadata"]["name"], name))

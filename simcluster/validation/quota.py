@@ -5,7 +5,7 @@ only `requests.<extended>` is counted for extended resources, so quota keys such
 as `limits.nvidia.com/gpu` or `nvidia.com/gpu` are accepted and never enforced.
 """
 
-from simcluster.validation import core
+from simcluster.validation import core, qos
 from simcluster.validation.quantity import Quantity, pretty
 
 ONE = Quantity(1)
@@ -112,14 +112,7 @@ def pod_counts(pod):
 
 
 def _best_effort(pod):
-    for c in list((pod.get("spec") or {}).get("containers") or ()) + list(
-            (pod.get("spec") or {}).get("initContainers") or ()):
-        res = (c or {}).get("resources") or {}
-        for part in ("requests", "limits"):
-            for k in res.get(part) or {}:
-                if k in ("cpu", "memory") or core.is_extended(k) or k.startswith("hugepages-"):
-                    return False
-    return True
+    return qos.pod_qos_of(pod) == "BestEffort"     # the quota evaluator's isBestEffort: GetPodQOS
 
 
 def _scope_matches(scope, op, values, pod):
