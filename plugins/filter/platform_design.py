@@ -12,7 +12,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import design_report, design_templates
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_decision import decide
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError, plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
 
 POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix")
 

@@ -15,6 +15,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
 
 ALLOCATIONS = ("exclusive", "time-slicing", "mig")
 BACKENDS = ("none", "kai", "kueue")
@@ -62,18 +63,6 @@ _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 class DesignError(DomainError):
     """A design input that cannot be decided on; the message names the field and the fix."""
-
-
-def plain(value):
-    """Builtin types only (Ansible hands over tagged str/int subclasses and lazy containers)."""
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return dict((plain(k), plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    for kind in (bool, int, float, str):
-        if isinstance(value, kind):
-            return kind(value)
-    return value
 
 
 def _mapping(where, value, allow_none=True):

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
     GPU_RESOURCE,
     GPU_SHARED_RESOURCE,
@@ -43,18 +44,6 @@ STRUCTURED_KEYS = ("replicas", "resources", "rename_by_default", "fail_requests_
 
 class TimeSlicingError(ValueError):
     """Bad time-slicing input; the message names the field and the fix."""
-
-
-def plain(value):
-    """Builtin types only (Ansible passes tagged str/int subclasses that PyYAML cannot dump)."""
-    if isinstance(value, dict):
-        return dict((plain(k), plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    for kind in (bool, int, float, str):
-        if isinstance(value, kind):
-            return kind(value)
-    return value
 
 
 def _structured_to_config(name, spec):

@@ -21,8 +21,8 @@ message and, for a PodGroup, status.schedulingConditions.
 from ..errors import ApiError
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
-from .scheduler import bind
-from .util import clone, containers_requests, parse_quantity, set_condition, write_status
+from .scheduler import bind, insufficient
+from .util import clone, containers_requests, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
 PODGROUP_ANNOTATION = "pod-group-name"
@@ -317,17 +317,9 @@ class KaiScheduler:
             return "node(s) had untolerated taint"
         if not matches_node_selector(spec, node):
             return "node(s) didn't match Pod's node affinity/selector"
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        have = used.get(node["metadata"]["name"], {})
-        for res, amount in containers_requests(spec).items():
-            if amount <= 0:
-                continue
-            try:
-                cap = parse_quantity(alloc.get(res, 0))
-            except ValueError:
-                cap = 0.0
-            if have.get(res, 0.0) + amount > cap + EPS:
-                return "node(s) didn't have enough resources: %s" % ("GPUs" if res == GPU else res)
+        short = insufficient(spec, node, used)
+        if short:
+            return "node(s) didn't have enough resources: %s" % ("GPUs" if short[0] == GPU else short[0])
         return None
 
     def _place(self, pods, want, nodes, used):

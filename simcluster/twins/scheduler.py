@@ -87,15 +87,7 @@ class Scheduler:
         reasons = []
         if have.get("pods", 0) + 1 > parse_quantity(alloc.get("pods", "110")):
             reasons.append("Too many pods")
-        for res, amount in sorted(containers_requests(spec).items()):
-            if amount <= 0:
-                continue
-            try:
-                cap = parse_quantity(alloc.get(res, 0))
-            except ValueError:
-                cap = 0.0
-            if have.get(res, 0.0) + amount > cap + 1e-9:
-                reasons.append("Insufficient %s" % res)
+        reasons.extend("Insufficient %s" % res for res in sorted(insufficient(spec, node, used)))
         return (reasons, True) if reasons else None
 
     def _schedule(self, pod, nodes, used):
@@ -142,6 +134,24 @@ class Scheduler:
 
     def _bind(self, pod, node, used):
         bind(self.ctx, pod, node["metadata"]["name"], used)
+
+
+def insufficient(spec, node, used):
+    """The pod's requested resources (in request order) the node's allocatable lacks, given what the
+    pods already bound there (`used`) take: NodeResourcesFit for both scheduler twins."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    have = used.get(node["metadata"]["name"], {})
+    short = []
+    for res, amount in containers_requests(spec).items():
+        if amount <= 0:
+            continue
+        try:
+            cap = parse_quantity(alloc.get(res, 0))
+        except ValueError:
+            cap = 0.0
+        if have.get(res, 0.0) + amount > cap + 1e-9:
+            short.append(res)
+    return short
 
 
 def bind(ctx, pod, name, used):
