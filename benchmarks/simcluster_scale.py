@@ -92,13 +92,14 @@ def wait(pred, timeout, poll=0.2):
 
 
 def install_operator(c):
-    from simcluster.twins.testkit import OPERATOR_IMAGE, cluster_policy, deployment
+    """What the real chart renders (the operator Deployment runs the gpu-operator binary, NFD), then
+    the ClusterPolicy: the operator twin reconciles only as that running pod."""
+    from simcluster.twins.testkit import OPERATOR_IMAGE, chart_workloads, cluster_policy
     c.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "gpu-operator", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
-    c.call("POST", "/apis/apps/v1/namespaces/gpu-operator/deployments", deployment(
-        "gpu-operator", "gpu-operator", {"app": "gpu-operator",
-                                         "app.kubernetes.io/component": "gpu-operator"},
-        image=OPERATOR_IMAGE))
+    for obj in chart_workloads("gpu-operator", OPERATOR_IMAGE):
+        plural = "deployments" if obj["kind"] == "Deployment" else "daemonsets"
+        c.call("POST", "/apis/apps/v1/namespaces/gpu-operator/" + plural, obj)
     c.call("POST", "/apis/nvidia.com/v1/clusterpolicies", cluster_policy())
 
 
