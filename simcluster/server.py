@@ -16,7 +16,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import api_faults, managed, openapi, protobuf, tables
+from . import api_faults, ksm, managed, openapi, protobuf, tables
 from .discovery import Discovery
 from .errors import ApiError
 from .openapi import OpenAPI
@@ -319,6 +319,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, {"paused_seconds": seconds})
         if parts[:1] == ["dcgm"] and getattr(self.server, "dcgm", None) is not None:
             return self._send(*self.server.dcgm.handle(req.method, parts[1:], req.body))  # simcluster/dcgm.py
+        if parts[:1] == ["kube-state-metrics"]:
+            return self._send(*ksm.handle(self.server.store, req.method, parts[1:]))  # simcluster/ksm.py
         raise _not_found_path()
 
     def _openapi(self, req, parts):
