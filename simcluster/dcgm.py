@@ -12,6 +12,13 @@ pod would (Prometheus text format), computed from the store at scrape time.
 - Utilisation follows the Running pods that hold the GPU: a pod's annotation
   `simcluster.skaffon.io/gpu-util` (percent, default 80) and `.../gpu-memory-mib` (default 60 %
   of the memory); a free GPU is at 0 %.
+- `dcgmi test --host <address> --inject` (a pod of a DCGM image) writes a field into a host engine
+  only when a standalone one answers at that address: a Running, Ready pod labelled app=nvidia-dcgm
+  (the operator's DaemonSet with ClusterPolicy spec.dcgm.enabled) reached by its pod IP, by the node
+  IP when it runs with hostNetwork, or through the Service nvidia-dcgm (internalTrafficPolicy Local:
+  the client's own node), and only if NetworkPolicies let the connection through. The value lands on
+  that pod's node. Otherwise dcgmi prints its connection error and exits non-zero, as against the
+  exporter's embedded host engine (chart default), which no other process can reach.
 - Faults (cluster file `faults:` or POST /_sim/dcgm/faults at run time, same keys):
   gpu_xid [{node, gpu, xid, lost?}] (lost: the GPU no longer reports, fallen off the bus),
   gpu_overheat [{node, gpu, temp}], gpu_ecc_dbe [{node, gpu, count}], dcgm_exporter_down [node].
@@ -20,6 +27,7 @@ pod would (Prometheus text format), computed from the store at scrape time.
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 
@@ -32,6 +40,13 @@ MEMORY_ANNOTATION = "simcluster.skaffon.io/gpu-memory-mib"
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-")
 FAULT_KEYS = ("gpu_xid", "gpu_overheat", "gpu_ecc_dbe", "dcgm_exporter_down")
 XID_FIELD = 230   # DCGM_FI_DEV_XID_ERRORS (dcgm_fields.h), the field `dcgmi test --inject -f` names
+HOSTENGINE_APP = "nvidia-dcgm"    # assets/state-dcgm/0400_dcgm.yml: label app= of the nv-hostengine pods
+HOSTENGINE_PORT = 5555            # nv-hostengine's default TCP port; dcgmi's default when --host has none
+# dcgmi/Command.cpp Connect() and DoExecuteConnectionFailure(); errorString(DCGM_ST_CONNECTION_NOT_VALID)
+CONNECT_ERROR = ("Error: unable to establish a connection to the specified host: %s\n"
+                 "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
+CONNECT_EXIT = 256 - 21           # main() returns DCGM_ST_CONNECTION_NOT_VALID (-21): exit status 235
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
 # the exporter's default list when ../shared is absent (same fields as default-counters.csv)
 FALLBACK_FIELDS = [(f, t, f) for f, t in [
     ("DCGM_FI_DEV_SM_CLOCK", "gauge"), ("DCGM_FI_DEV_MEM_CLOCK", "gauge"),
@@ -130,7 +145,13 @@ class Exporter:
             except (ValueError, IndexError):
                 return {"kind": "complete", "exit": 1, "delay": 0.1,
                         "logs": {container["name"]: "Error: invalid arguments: %s\n" % words}}
-            node = pod["spec"].get("nodeName")
+            host = args[args.index("--host") + 1] if "--host" in args[:-1] else "localhost"
+            host = self._expand(pod, container, host)
+            engine = self._hostengine(pod, host)
+            if engine is None:
+                return {"kind": "complete", "exit": CONNECT_EXIT, "delay": 0.1,
+                        "logs": {container["name"]: CONNECT_ERROR % host}}
+            node = engine["spec"].get("nodeName")
             if field != XID_FIELD or node not in self.nodes or not self.nodes[node].get("gpus"):
                 return {"kind": "complete", "exit": 1, "delay": 0.1,
                         "logs": {container["name"]: "Error: the simulated host engine of %s injects only field "
@@ -140,6 +161,81 @@ class Exporter:
                 self.faults["gpu_xid"] = kept + ([{"node": node, "gpu": gpu, "xid": value}] if value else [])
             return {"kind": "complete", "exit": 0, "delay": 0.1,
                     "logs": {container["name"]: "Successfully injected field info.\n"}}
+        return None
+
+    def _kubelet(self):
+        return getattr(getattr(self.twins, "ctx", None), "kubelet", None)
+
+    def _client_ip(self, pod):
+        st = pod.get("status") or {}
+        kubelet = self._kubelet()
+        if pod["spec"].get("hostNetwork"):
+            return st.get("hostIP") or (kubelet._node_ip(pod["spec"].get("nodeName")) if kubelet else None)
+        return st.get("podIP") or (kubelet._pod_ip(pod) if kubelet and pod["metadata"].get("uid") else None)
+
+    def _expand(self, pod, container, word):
+        """The shell's $VAR / ${VAR} expansion with the container's env (value or the fieldRefs
+        status.hostIP, status.podIP, spec.nodeName), as `sh -c` would see it in the pod."""
+        env = {}
+        kubelet = self._kubelet()
+        node = pod["spec"].get("nodeName")
+        for e in container.get("env") or []:
+            ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            if ref == "status.hostIP":
+                env[e["name"]] = (pod.get("status") or {}).get("hostIP") or (kubelet._node_ip(node) if kubelet else "")
+            elif ref == "status.podIP":
+                env[e["name"]] = self._client_ip(pod) or ""
+            elif ref == "spec.nodeName":
+                env[e["name"]] = node or ""
+            elif "value" in e:
+                env[e["name"]] = str(e["value"])
+        word = word.strip("'\"")
+        return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), ""), word)
+
+    def _hostengine(self, client_pod, host):
+        """The Ready standalone host engine pod a dcgmi client in client_pod reaches at `host`
+        ("addr[:port]"), or None (refused, no such host, or dropped by a NetworkPolicy)."""
+        from .netpol import Network, Peer, _listens, _ready
+        address, sep, port_text = host.rpartition(":")
+        if not sep or not port_text.isdigit():
+            address, port_text = host, str(HOSTENGINE_PORT)
+        address, port = address.strip("[]"), int(port_text)
+        if address.startswith("unix") or not address:
+            return None               # no host engine socket is mounted into the client pod
+        pods = self._list("pods")
+        client_pod = dict(client_pod, status=dict(client_pod.get("status") or {}, podIP=self._client_ip(client_pod)))
+        net = Network(pods, self._list("services"), self._list("namespaces"),
+                      self._list("networkpolicies.networking.k8s.io"))
+        client = net.peer_of_pod(client_pod)
+        node = client_pod["spec"].get("nodeName")
+
+        def engine(pod):
+            labels = pod["metadata"].get("labels") or {}
+            return (labels.get("app") == HOSTENGINE_APP and (pod.get("status") or {}).get("phase") == "Running"
+                    and _ready(pod) and (pod.get("status") or {}).get("podIP"))
+
+        if address in LOOPBACK:
+            if not client_pod["spec"].get("hostNetwork"):
+                return None           # the client's own network namespace: nothing listens there
+            targets = [(p, port) for p in pods if engine(p) and p["spec"].get("hostNetwork")
+                       and p["spec"].get("nodeName") == node]
+        else:
+            ip, error = net.resolve(client, address)
+            if error:
+                return None
+            svc = net.service_by_ip(ip)
+            if svc is not None:
+                targets = net.endpoints(svc, port, "TCP") or []
+                if (svc.get("spec") or {}).get("internalTrafficPolicy") == "Local":
+                    targets = [(p, t) for p, t in targets if p["spec"].get("nodeName") == node]
+            else:
+                targets = [(p, port) for p in pods if engine(p) and p["status"]["podIP"] == ip]
+        for pod, target in targets:
+            if not engine(pod) or not _listens(pod, target, "TCP"):
+                continue
+            dst = Peer(pod["status"]["podIP"]) if pod["spec"].get("hostNetwork") else net.peer_of_pod(pod)
+            if net.allowed(client, dst, target, "TCP"):
+                return pod
         return None
 
     # -- HTTP -----------------------------------------------------------------------------

@@ -82,6 +82,12 @@ IMAGE_ENV = {"driver": "DRIVER_IMAGE", "toolkit": "CONTAINER_TOOLKIT_IMAGE",
 # deploy labels the operator puts on every GPU node (mig-manager only on MIG-capable ones)
 DEPLOY_KEYS = ["driver", "container-toolkit", "operator-validator", "device-plugin",
                "gpu-feature-discovery", "dcgm", "dcgm-exporter", "node-status-exporter", "mig-manager"]
+# state-dcgm (assets/state-dcgm/0400_dcgm.yml, 0500_service.yaml): nv-hostengine listens on
+# containerPort 5555 (no hostPort since the operator moved to a Service with internalTrafficPolicy
+# Local); TransformDCGMExporter then sets DCGM_REMOTE_HOSTENGINE_INFO=nvidia-dcgm:5555 on the exporter.
+DCGM_DS = "nvidia-dcgm"
+DCGM_PORT = 5555
+DCGM_REMOTE_ENV = "DCGM_REMOTE_HOSTENGINE_INFO"
 
 
 def image_path(repository, image, version):
@@ -206,6 +212,8 @@ class GpuOperator:
             ds = self._apply_ds(op)
             if op["key"] == "migManager":
                 self._mig_configmap()
+            if op["key"] == "dcgm":
+                self._dcgm_service()
             if not self._ds_ready(ds):
                 not_ready.append(op["state"])
         self._detect_preinstalled()
@@ -328,8 +336,15 @@ class GpuOperator:
                                {"name": "DEFAULT_CONFIG", "value": cfg.get("default") or ""}]
                     volumes = [{"name": "config", "configMap": {"name": cfg["name"]}}]
                 c["env"] = env_dp + env
+            elif op["key"] == "dcgmExporter" and self.enabled(BY_DS[DCGM_DS]):
+                c["env"] = [{"name": DCGM_REMOTE_ENV, "value": "%s:%d" % (DCGM_DS, DCGM_PORT)}] + \
+                    [e for e in env if e["name"] != DCGM_REMOTE_ENV]
             elif env:
                 c["env"] = env
+            if op["key"] == "dcgm":
+                probe = {"tcpSocket": {"port": DCGM_PORT}, "initialDelaySeconds": 15}
+                c.update({"ports": [{"name": "dcgm", "containerPort": DCGM_PORT}],
+                          "livenessProbe": dict(probe), "readinessProbe": clone(probe)})
             if comp.get("args"):
                 c["args"] = [str(a) for a in comp["args"]]
             if comp.get("resources"):
@@ -357,6 +372,9 @@ class GpuOperator:
             pod_spec["volumes"] = volumes
         if op["key"] == "driver":
             pod_spec["hostPID"] = True
+        if op["key"] == "dcgm" and comp.get("hostNetwork") is True:
+            pod_spec["hostNetwork"] = True
+            pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
         secrets = comp.get("imagePullSecrets") or []
         if secrets:
             pod_spec["imagePullSecrets"] = [{"name": s} for s in secrets if isinstance(s, str)]
@@ -409,6 +427,26 @@ class GpuOperator:
     def _remove_ds(self, op):
         try:
             self.ctx.store.delete("daemonsets.apps", self.namespace, op["ds"])
+        except ApiError:
+            pass
+        if op["ds"] == DCGM_DS:
+            try:
+                self.ctx.store.delete("services", self.namespace, DCGM_DS)
+            except ApiError:
+                pass
+
+    def _dcgm_service(self):
+        """The Service the exporter reaches its node's host engine through (Local: same node only)."""
+        store = self.ctx.store
+        if store.get("services", self.namespace, DCGM_DS) is not None:
+            return
+        svc = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": DCGM_DS, "namespace": self.namespace, "labels": {"app": DCGM_DS},
+                            "ownerReferences": [owner_ref(self.policy, "ClusterPolicy", "nvidia.com/v1")]},
+               "spec": {"type": "ClusterIP", "internalTrafficPolicy": "Local", "selector": {"app": DCGM_DS},
+                        "ports": [{"name": "dcgm", "port": DCGM_PORT, "protocol": "TCP"}]}}
+        try:
+            store.create("services", svc)
         except ApiError:
             pass
 
