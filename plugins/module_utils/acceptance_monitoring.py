@@ -9,6 +9,12 @@ writes a field value (DCGM_FI_DEV_XID_ERRORS = 79, "GPU has fallen off the bus")
 host engine, the exporter publishes it, Prometheus evaluates the rule. The pod runs the DCGM image
 the ClusterPolicy deploys (so it comes from the site's mirror), on the chosen GPU node; afterwards the
 value is set back to 0 the same way.
+
+Only a standalone host engine can take the injection: with the chart default (dcgm.enabled false)
+nv-hostengine runs embedded in the exporter process and nothing listens on port 5555. With
+dcgm.enabled the operator runs it as the DaemonSet nvidia-dcgm (containerPort 5555, no hostPort,
+on the node's network only with dcgm.hostNetwork) and points the exporter at it; the check
+connects to the Ready pod of that DaemonSet on the chosen node, by its pod IP.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,12 +27,17 @@ from ansible.module_utils.six.moves.urllib.parse import urlencode
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import FAIL, PASS, Result
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import FAIL, PASS, SKIP, Result
 
 XID_FIELD = 230            # DCGM_FI_DEV_XID_ERRORS (dcgm_fields.h)
 XID_FALLEN_OFF_BUS = 79
-DCGM_HOSTENGINE_PORT = 5555
 DEFAULT_DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
+HOSTENGINE_VARIABLE = "gpu_operator_dcgm_hostengine"   # the role variable that sets dcgm.enabled
+
+
+def _ready(pod):
+    return any(c.get("type") == upstream.COND_POD_READY and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 class AlertProbe(object):
@@ -47,23 +58,52 @@ class AlertProbe(object):
                            message=str(exc), url=self.url)
         return (data.get("data") or {}).get("result") or []
 
-    def dcgm_image(self):
-        policy = self.ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND,
-                                   self.ctx.params["cluster_policy"]) or {}
+    def policy(self):
+        return self.ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND,
+                                 self.ctx.params["cluster_policy"]) or {}
+
+    @staticmethod
+    def dcgm_image(policy):
         dcgm = (policy.get("spec") or {}).get("dcgm") or {}
         if dcgm.get("repository") and dcgm.get("image") and dcgm.get("version"):
             return "%s/%s:%s" % (dcgm["repository"].rstrip("/"), dcgm["image"], dcgm["version"])
         return DEFAULT_DCGM_IMAGE
 
-    def inject(self, node, value, name):
+    def hostengine(self, policy, node):
+        """(status, pod, message): (PASS, the Ready nv-hostengine pod on node, "") when one runs;
+        SKIP when the ClusterPolicy deploys none; FAIL when it should run on node but is not Ready."""
+        name = self.ctx.params["cluster_policy"]
+        enabled = ((policy.get("spec") or {}).get("dcgm") or {}).get("enabled")
+        if enabled is not True:
+            return SKIP, None, (
+                "the failure injection needs the standalone DCGM host engine, and ClusterPolicy %s has "
+                "spec.dcgm.enabled=%s: nv-hostengine runs embedded in the exporter, nothing listens on port %d "
+                "for dcgmi; set %s: true (chart value dcgm.enabled) to deploy the %s DaemonSet"
+                % (name, "false" if enabled is None else json.dumps(enabled), upstream.DCGM_HOSTENGINE_PORT,
+                   HOSTENGINE_VARIABLE, upstream.DCGM_HOSTENGINE_APP))
+        namespace = (policy.get("status") or {}).get("namespace") or self.ctx.params["operator_namespace"]
+        pods = self.ctx.kube.list("v1", "Pod", namespace=namespace,
+                                  label_selector="%s=%s" % (upstream.LABEL_APP, upstream.DCGM_HOSTENGINE_APP),
+                                  field_selector="spec.nodeName=%s" % node)[0]
+        pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(upstream.LABEL_APP)
+                == upstream.DCGM_HOSTENGINE_APP and (p.get("spec") or {}).get("nodeName") == node]
+        ready = [p for p in pods if _ready(p) and (p.get("status") or {}).get("podIP")]
+        if ready:
+            return PASS, ready[0], ""
+        seen = ", ".join("%s %s" % (p["metadata"]["name"], (p.get("status") or {}).get("phase") or "Pending")
+                         for p in pods) or "none"
+        return FAIL, None, (
+            "ClusterPolicy %s enables the standalone DCGM host engine (spec.dcgm.enabled=true) but no Ready %s "
+            "pod runs on %s in namespace %s (pods seen: %s): the failure cannot be injected"
+            % (name, upstream.DCGM_HOSTENGINE_APP, node, namespace, seen))
+
+    def inject(self, node, value, name, image, address):
         ns = self.ctx.params["test_namespace"]
-        pod = self.test_pod(self.ctx, name, {}, node_selector={"kubernetes.io/hostname": node},
-                            image=self.dcgm_image())
+        pod = self.test_pod(self.ctx, name, {}, node_selector={"kubernetes.io/hostname": node}, image=image)
         container = pod["spec"]["containers"][0]
         del container["resources"]
-        container["command"] = ["sh", "-c", 'dcgmi test --host "$HOST_IP:%d" --inject --gpuid 0 -f %d -v %d' % (
-            DCGM_HOSTENGINE_PORT, XID_FIELD, value)]
-        container["env"] = [{"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
+        container["command"] = ["dcgmi", "test", "--host", address, "--inject", "--gpuid", "0",
+                                "-f", str(XID_FIELD), "-v", str(value)]
         self.ctx.kube.create(pod)
         self.ctx.track(pod)
         final = self.wait_for(self.ctx, "v1", "Pod", name, ns,
@@ -90,11 +130,20 @@ class AlertProbe(object):
         if missing:
             return Result("monitoring-alert", FAIL, "no GPU metrics from %s" % ", ".join(missing), evidence)
         node = nodes[0]
+        policy = self.policy()
+        status, engine, message = self.hostengine(policy, node)
+        if engine is None:
+            evidence.append(message)
+            return Result("monitoring-alert", status, message, evidence)
+        address = "%s:%d" % (engine["status"]["podIP"], upstream.DCGM_HOSTENGINE_PORT)
+        evidence.append("DCGM host engine on %s: pod %s, %s" % (node, engine["metadata"]["name"], address))
         if self.firing(alert, node):
             return Result("monitoring-alert", FAIL, "%s is already firing for %s before the test" % (alert, node),
                           evidence)
-        phase, log = self.inject(node, XID_FALLEN_OFF_BUS, "acceptance-dcgm-inject")
-        evidence.append("dcgmi test --inject Xid %d on %s GPU 0: %s %s" % (XID_FALLEN_OFF_BUS, node, phase, log))
+        image = self.dcgm_image(policy)
+        phase, log = self.inject(node, XID_FALLEN_OFF_BUS, "acceptance-dcgm-inject", image, address)
+        evidence.append("dcgmi test --host %s --inject Xid %d on %s GPU 0: %s %s" % (
+            address, XID_FALLEN_OFF_BUS, node, phase, log))
         try:
             if phase != "Succeeded":
                 return Result("monitoring-alert", FAIL, "the failure could not be injected", evidence)
@@ -105,7 +154,7 @@ class AlertProbe(object):
                 fired = self.firing(alert, node)
             evidence.append("ALERTS{alertname=%s} firing: %s" % (alert, json.dumps(fired, sort_keys=True)[:300]))
         finally:
-            phase_back, log_back = self.inject(node, 0, "acceptance-dcgm-clear")
+            phase_back, log_back = self.inject(node, 0, "acceptance-dcgm-clear", image, address)
             evidence.append("cleared (Xid 0): %s %s" % (phase_back, log_back))
         if not fired:
             return Result("monitoring-alert", FAIL, "%s did not fire for %s" % (alert, node), evidence)

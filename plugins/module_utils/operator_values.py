@@ -333,9 +333,13 @@ def check_driver_crd(values):
 
 def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                     image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
-                    device_plugin_config=None, values_overlay=None, pool_taints=None):
+                    device_plugin_config=None, values_overlay=None, pool_taints=None, dcgm_hostengine=None):
     """Compute the chart values. Precedence: plan < computed settings < user values
     (an explicit user value is an override); the result is then checked.
+
+    dcgm_hostengine: dcgm.enabled, the standalone nv-hostengine DaemonSet (nvidia-dcgm) the
+    exporter then connects to; with the chart default (false) the exporter embeds its own host
+    engine, which no other client (dcgmi, the hand-over check's failure injection) can reach.
 
     pool_taints: taints the collection puts on GPU pools (node_prereqs_pool_taints);
     operands and the NFD worker must tolerate them or they never run there, while
@@ -365,6 +369,8 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
     if service_monitor is not None:
         service_monitor = as_bool(service_monitor, "gpu_operator_service_monitor")
         values["dcgmExporter"] = {"serviceMonitor": {"enabled": service_monitor}}
+    if dcgm_hostengine is not None:
+        values["dcgm"] = {"enabled": as_bool(dcgm_hostengine, "gpu_operator_dcgm_hostengine")}
     if device_plugin_config:
         name = device_plugin_config.get("name")
         if not name:

@@ -148,6 +148,8 @@ KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.
 # (names added by the monitoring work go here)
 DCGM_EXPORTER_JOB = "nvidia-dcgm-exporter"            # job label: ServiceMonitor jobLabel app= of the Service
 DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"            # label app= of the exporter DaemonSet pods
+DCGM_HOSTENGINE_APP = "nvidia-dcgm"                   # label app= of the standalone nv-hostengine pods (dcgm.enabled)
+DCGM_HOSTENGINE_PORT = 5555                          # nv-hostengine TCP port (containerPort "dcgm", Service nvidia-dcgm)
 PROMETHEUS_RULE_API_VERSION = "monitoring.coreos.com/v1"
 CRD_PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"
 CRD_SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"

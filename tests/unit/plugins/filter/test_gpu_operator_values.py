@@ -22,3 +22,9 @@ def test_filter_error_is_ansible_error():
 
 def test_diff_filter():
     assert FILTERS["gpu_operator_values_diff"]({"a": 1}, {"a": 2}) == {"a": {"before": 1, "after": 2}}
+
+
+def test_filter_passes_dcgm_hostengine_on():
+    assert FILTERS["gpu_operator_values"](PLAN, dcgm_hostengine=True)["dcgm"] == {"enabled": True}
+    assert FILTERS["gpu_operator_values"](PLAN, dcgm_hostengine="maybe", check_only=True) == [
+        "gpu_operator_dcgm_hostengine must be true or false, got 'maybe'"]

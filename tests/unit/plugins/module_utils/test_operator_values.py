@@ -251,3 +251,19 @@ def test_untolerated_nodes():
              {"metadata": {"name": "b"}, "spec": {"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}}]
     assert ov.untolerated_nodes(nodes, [], ["a", "b"]) == ["a (taint gpu.skaffon.io/workload=training:NoSchedule)"]
     assert ov.untolerated_nodes(nodes, [dict(TAINT, operator="Equal")], ["a", "b"]) == []
+
+
+def test_dcgm_hostengine_sets_the_real_dcgm_enabled_key(upstream):
+    # chart default: the exporter embeds nv-hostengine (nothing for dcgmi to connect to)
+    assert upstream["dcgm"]["enabled"] is False
+    values = ov.operator_values(ALL_HOST, dcgm_hostengine=True)
+    assert values["dcgm"] == {"enabled": True}
+    _assert_keys_exist(values, upstream)
+    assert _full(values, upstream)["dcgm"]["enabled"] is True
+    assert ov.operator_values(ALL_HOST, dcgm_hostengine="false")["dcgm"] == {"enabled": False}
+    assert "dcgm" not in ov.operator_values(ALL_HOST)          # unset keeps the chart default
+    # an explicit user value still wins
+    assert ov.operator_values(ALL_HOST, {"dcgm": {"enabled": False}}, dcgm_hostengine=True)["dcgm"]["enabled"] is False
+    with pytest.raises(ov.OperatorValuesError) as err:
+        ov.operator_values(ALL_HOST, dcgm_hostengine="sometimes")
+    assert "gpu_operator_dcgm_hostengine must be true or false, got 'sometimes'" in str(err.value)
