@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule as K8sActionModule
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.kubeconfig_action import KubeconfigActionModule
 
 
-class ActionModule(K8sActionModule):
-    """kubernetes.core's k8s action: finds and decrypts the kubeconfig on the controller."""
+class ActionModule(KubeconfigActionModule):
+    """kubernetes.core's k8s action: finds and decrypts the kubeconfig on the controller (plugin_utils)."""

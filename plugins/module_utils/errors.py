@@ -9,6 +9,11 @@ variable, the value and the fix; `details` are returned next to `msg`.
 
 ApiError: the Kubernetes API refused or could not be reached. It names the verb,
 the kind, the object and the server's message, with a hint where one is known.
+
+ClientError (an ApiError): the client could not be created: the kubeconfig cannot be
+loaded, or the first request (GET /version, kubernetes.core's discovery) failed. It
+names what was tried (server, context, kubeconfig path; never a token), the cause
+and the option to set.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -74,3 +79,36 @@ class ApiError(Exception):
     def to_dict(self):
         return dict(verb=self.verb, kind=self.kind, name=self.name, namespace=self.namespace,
                     status=self.status, reason=self.reason, message=self.message, hint=self.hint)
+
+
+class ClientError(ApiError):
+    """No client: credentials not loadable, or the API server not reachable with them."""
+
+    def __init__(self, message, hint, status=None, reason=None, url=None, context=None, kubeconfig=None,
+                 stage="connect"):
+        self.context = context
+        self.kubeconfig = kubeconfig
+        self.stage = stage          # "load": reading the kubeconfig; "connect": GET /version
+        super(ClientError, self).__init__("GET" if stage == "connect" else None, "/version", status=status,
+                                          reason=reason, message=message, hint=hint, url=url)
+
+    def where(self):
+        parts = [("server %s" % self.url) if self.url else None,
+                 ("context %s" % self.context) if self.context else None,
+                 ("kubeconfig %s" % self.kubeconfig) if self.kubeconfig else None]
+        return ", ".join(p for p in parts if p)
+
+    def text(self):
+        where = self.where()
+        text = "Cannot connect to Kubernetes%s: " % ((" (%s)" % where) if where else "")
+        if self.status is not None:
+            text += ("HTTP %s %s" % (self.status, self.reason or "")).rstrip() + " on GET /version: "
+        text += self.message
+        if self.hint:
+            text += " (%s)" % self.hint
+        return text
+
+    def to_dict(self):
+        out = super(ClientError, self).to_dict()
+        out.update(stage=self.stage, url=self.url, context=self.context, kubeconfig=self.kubeconfig)
+        return out

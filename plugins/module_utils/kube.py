@@ -15,9 +15,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import socket
+import ssl
 import time
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import STATUS_HINTS, ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import STATUS_HINTS, ApiError, ClientError
 
 try:
     from kubernetes.dynamic import DynamicClient
@@ -297,3 +300,265 @@ class Kube(object):
             if err.status == 404:
                 return None
             raise
+
+
+# -- client creation ---------------------------------------------------------------
+# kubernetes.core's get_api_client loads the kubeconfig and then asks GET /version
+# (discovery); either step raises whatever the library raised (a urllib3 repr, a YAML
+# mark object). connect() turns them into one ClientError naming what was tried.
+
+SET_KUBECONFIG = "the module option kubeconfig, which the roles fill from gpu_platform_kubeconfig or <role>_kubeconfig"
+SET_CONTEXT = "the module option context, which the roles fill from gpu_platform_context or <role>_context"
+SET_CREDENTIALS = ("the module options kubeconfig / context, which the roles fill from gpu_platform_kubeconfig / "
+                   "gpu_platform_context or <role>_kubeconfig / <role>_context")
+PATH_SEPARATOR = ";" if os.name == "nt" else ":"   # kubernetes' ENV_KUBECONFIG_PATH_SEPARATOR
+
+
+class Credentials(object):
+    """Which kubeconfig, context and server a client is made from (read as kubernetes' loader does:
+    several paths merge, the first file naming a context or cluster wins). Never holds a secret."""
+
+    def __init__(self, params, environ=None):
+        environ = os.environ if environ is None else environ
+        params = params or {}
+
+        def given(option):
+            value = params.get(option)
+            if value is None:
+                value = environ.get("K8S_AUTH_%s" % option.upper())
+            return value
+
+        kubeconfig = given("kubeconfig")
+        self.inline = isinstance(kubeconfig, dict)
+        self.host = given("host")
+        self.context = given("context")
+        self.default = False
+        if self.inline:
+            self.kubeconfig, self.paths = "(the kubeconfig option's inline mapping)", []
+        elif kubeconfig:
+            self.kubeconfig = str(kubeconfig)
+            self.paths = [p for p in self.kubeconfig.split(PATH_SEPARATOR) if p]
+        elif self.host and (given("api_key") or given("username") or given("cert_file")):
+            self.kubeconfig, self.paths = None, []   # host and credentials as options: no kubeconfig read
+        else:
+            self.default = True
+            self.kubeconfig = environ.get("KUBECONFIG") or "~/.kube/config"
+            self.paths = [p for p in self.kubeconfig.split(PATH_SEPARATOR) if p]
+        self.missing, self.unreadable, self.not_yaml = [], [], []
+        self.contexts, self.clusters, self.users = {}, {}, {}
+        self.current = None
+        for path in self.paths:
+            self._read(path)
+        if self.inline:
+            self._merge(kubeconfig)
+
+    def _read(self, path):
+        full = os.path.expanduser(path)
+        if not os.path.exists(full):
+            self.missing.append(path)
+            return
+        try:
+            with open(full) as handle:
+                text = handle.read()
+        except (IOError, OSError) as exc:
+            self.unreadable.append((path, getattr(exc, "strerror", None) or str(exc)))
+            return
+        try:
+            import yaml
+            data = yaml.safe_load(text)
+        except Exception as exc:  # yaml.YAMLError; its repr has mark objects, so only the problem and where
+            mark = getattr(exc, "problem_mark", None)
+            where = (" at line %d, column %d" % (mark.line + 1, mark.column + 1)) if mark is not None else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            self.not_yaml.append((path, "%s%s" % (problem, where)))
+            return
+        if data is not None and not isinstance(data, dict):
+            self.not_yaml.append((path, "a YAML %s, not a mapping with clusters, users and contexts"
+                                  % type(data).__name__))
+            return
+        self._merge(data or {})
+
+    def _merge(self, data):
+        for key, into in (("contexts", self.contexts), ("clusters", self.clusters), ("users", self.users)):
+            for item in data.get(key) or []:
+                if isinstance(item, dict) and item.get("name") is not None and item["name"] not in into:
+                    into[str(item["name"])] = item.get(key[:-1]) or {}
+        if self.current is None and data.get("current-context"):
+            self.current = str(data["current-context"])
+
+    @property
+    def context_name(self):
+        return self.context or self.current
+
+    @property
+    def cluster_name(self):
+        return (self.contexts.get(self.context_name) or {}).get("cluster")
+
+    @property
+    def user_name(self):
+        return (self.contexts.get(self.context_name) or {}).get("user")
+
+    @property
+    def server(self):
+        url = self.host or (self.clusters.get(self.cluster_name) or {}).get("server")
+        return _without_userinfo(url) if url else None
+
+    def describe_kubeconfig(self):
+        if self.kubeconfig is None:
+            return None
+        if self.default:
+            return "%s (the default: no kubeconfig option or K8S_AUTH_KUBECONFIG)" % self.kubeconfig
+        return self.kubeconfig
+
+    def error(self, message, hint, stage, url=None, status=None, reason=None):
+        return ClientError(message, hint, status=status, reason=reason, url=url or self.server,
+                           context=self.context_name, kubeconfig=self.describe_kubeconfig(), stage=stage)
+
+
+def _without_userinfo(url):
+    """https://user:secret@host:6443 -> https://host:6443 (a message never shows a password)."""
+    scheme, sep, rest = str(url).partition("://")
+    if not sep:
+        return str(url)
+    netloc, slash, path = rest.partition("/")
+    return "%s://%s%s%s" % (scheme, netloc.rpartition("@")[2], slash, path)
+
+
+def _causes(exc):
+    """exc and what it wraps: urllib3's reason, exception args, __cause__ / __context__."""
+    seen, todo = [], [exc]
+    while todo:
+        cur = todo.pop(0)
+        if not isinstance(cur, BaseException) or any(cur is s for s in seen):
+            continue
+        seen.append(cur)
+        todo.extend([getattr(cur, "reason", None), cur.__cause__, cur.__context__]
+                    + [a for a in getattr(cur, "args", ()) if isinstance(a, BaseException)])
+    return seen
+
+
+def _pool_url(exc):
+    for cur in _causes(exc):
+        pool = getattr(cur, "pool", None)
+        if pool is not None and getattr(pool, "host", None):
+            return "%s://%s%s" % (pool.scheme, pool.host, (":%s" % pool.port) if pool.port else "")
+    return None
+
+
+def missing_kubeconfig(path):
+    """The action plugins' error for a kubeconfig found nowhere on the controller (the module's own words)."""
+    return ClientError("the kubeconfig file does not exist (looked for on the controller; a relative path also "
+                       "in the role's and the play's files/)",
+                       "fix: set %s, to the cluster's kubeconfig file" % SET_KUBECONFIG, kubeconfig=path,
+                       stage="load")
+
+
+def undecryptable_kubeconfig(path, why):
+    return ClientError("the kubeconfig file cannot be decrypted: %s" % _short(why),
+                       "a vault-encrypted kubeconfig needs the vault password: --ask-vault-pass, "
+                       "--vault-password-file or ANSIBLE_VAULT_PASSWORD_FILE", kubeconfig=path, stage="load")
+
+
+def load_failure(creds, exc):
+    """ClientError for a kubeconfig kubernetes' loader refused: the file, then the context."""
+    files = creds.kubeconfig
+    if creds.paths and len(creds.missing) == len(creds.paths):
+        if creds.default:
+            return creds.error("no kubeconfig was given and the default %s does not exist" % files,
+                               "fix: set %s, to the cluster's kubeconfig file" % SET_KUBECONFIG, "load")
+        return creds.error("the kubeconfig file does not exist" if len(creds.paths) == 1 else
+                           "none of the kubeconfig files exists",
+                           "fix: set %s, to the cluster's kubeconfig file" % SET_KUBECONFIG, "load")
+    if creds.unreadable:
+        path, why = creds.unreadable[0]
+        return creds.error("the kubeconfig file%s cannot be read: %s"
+                           % ((" %s" % path) if len(creds.paths) > 1 else "", why),
+                           "fix: give the user running the module read access, or set %s" % SET_KUBECONFIG, "load")
+    if creds.not_yaml:
+        path, why = creds.not_yaml[0]
+        return creds.error("the kubeconfig file%s is not YAML: %s"
+                           % ((" %s" % path) if len(creds.paths) > 1 else "", why),
+                           "is it the right file? fix: set %s, to the cluster's kubeconfig" % SET_KUBECONFIG, "load")
+    names = ", ".join(sorted(creds.contexts)) or "none"
+    if creds.context_name and creds.context_name not in creds.contexts:
+        return creds.error("context %s is not in the kubeconfig; it has: %s" % (creds.context_name, names),
+                           "fix: set %s, to one of them; or set %s, to the file that has it" % (SET_CONTEXT, SET_KUBECONFIG),
+                           "load")
+    if not creds.context_name and not creds.inline:
+        return creds.error("the kubeconfig names no current-context; its contexts: %s" % names,
+                           "fix: set %s, to one of them" % SET_CONTEXT, "load")
+    cluster = creds.cluster_name
+    if cluster and cluster not in creds.clusters:
+        return creds.error("context %s names cluster %s, which the kubeconfig does not define"
+                           % (creds.context_name, cluster),
+                           "fix the kubeconfig, or set %s" % SET_CREDENTIALS, "load")
+    text = _short(exc).replace("Could not create API client: ", "")
+    return creds.error("the kubeconfig was refused: %s" % text, "fix the kubeconfig, or set %s" % SET_CREDENTIALS,
+                       "load")
+
+
+def connect_failure(creds, exc):
+    """ClientError for a failed first request (GET /version) with loaded credentials."""
+    url = _pool_url(exc) or creds.server
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status > 0:
+        if status == 401:
+            who = (" of user %s" % creds.user_name) if creds.user_name else ""
+            return creds.error("the API server refused the credentials%s" % who,
+                               "the token or client certificate is expired, revoked or for another cluster: "
+                               "renew it in the kubeconfig, or set %s" % SET_CREDENTIALS,
+                               "connect", url, status, getattr(exc, "reason", None) or "Unauthorized")
+        hint = STATUS_HINTS.get(status) or (STATUS_HINTS[500] if status >= 500 else None)
+        return creds.error(_server_message(exc), hint, "connect", url, status, getattr(exc, "reason", None))
+    causes = _causes(exc)
+    verify = [c for c in causes if isinstance(c, ssl.SSLCertVerificationError)]
+    if verify:
+        why = getattr(verify[0], "verify_message", None) or _short(verify[0])
+        return creds.error("TLS certificate verification failed: %s" % why,
+                           "the server's certificate is not signed by the CA the kubeconfig trusts: set the "
+                           "certificate-authority(-data) of cluster %s to the cluster's CA (or the module's "
+                           "ca_cert option), or set %s" % (creds.cluster_name or "(unnamed)", SET_CREDENTIALS),
+                           "connect", url)
+    tls = [c for c in causes if isinstance(c, ssl.SSLError)]
+    if tls:
+        reason = getattr(tls[0], "reason", None) or _short(tls[0])
+        return creds.error("TLS handshake failed (%s)" % reason,
+                           "does the server speak HTTPS on that port? A plain HTTP server needs an http:// "
+                           "server in the kubeconfig; or set %s" % SET_CREDENTIALS, "connect", url)
+    text = " ".join("%s %s" % (type(c).__name__, c) for c in causes)
+    if any(isinstance(c, socket.gaierror) for c in causes) or "NameResolutionError" in text:
+        host = url.partition("://")[2].rpartition(":")[0] if url else "the server's host name"
+        return creds.error("the host name %s does not resolve (DNS)" % host,
+                           "fix the server of cluster %s in the kubeconfig, or set %s"
+                           % (creds.cluster_name or "(unnamed)", SET_CREDENTIALS), "connect", url)
+    if any(isinstance(c, ConnectionRefusedError) for c in causes) or _connection_refused(exc):
+        return creds.error("connection refused: nothing listens at that address",
+                           "is the API server running? If it is the wrong server, set %s" % SET_CREDENTIALS,
+                           "connect", url)
+    if "Timeout" in text or "timed out" in text:
+        return creds.error("no answer in time", "is the server reachable from here (firewall, VPN, proxy)? "
+                           "If it is the wrong server, set %s" % SET_CREDENTIALS, "connect", url)
+    inner = [c for c in causes if not type(c).__name__ == "MaxRetryError"] or causes
+    return creds.error("%s" % _short("%s: %s" % (type(inner[-1]).__name__, inner[-1])),
+                       "check the server in the kubeconfig, or set %s" % SET_CREDENTIALS, "connect", url)
+
+
+def connect(module, get_api_client, **kube_args):
+    """Kube for the module's credentials; ClientError (an ApiError) when there is no client."""
+    try:
+        client = get_api_client(module)
+    except ApiError:
+        raise
+    except Exception as exc:  # whatever kubernetes' loader or urllib3 raised: classified below
+        creds = Credentials(getattr(module, "params", None))
+        loaded = not (creds.missing and len(creds.missing) == len(creds.paths)) and not creds.not_yaml
+        if _is_load_error(exc) or not loaded:
+            raise load_failure(creds, exc)
+        raise connect_failure(creds, exc)
+    return Kube(client, **kube_args)
+
+
+def _is_load_error(exc):
+    names = set(type(c).__name__ for c in _causes(exc))
+    return bool(names & {"CoreException", "ConfigException", "YAMLError", "ScannerError", "ParserError",
+                         "ComposerError", "ConstructorError", "FileNotFoundError", "PermissionError"})

@@ -9,7 +9,8 @@
 
 `GpuPlatformModule` merges kubernetes.core's AUTH_ARG_SPEC, holds the client
 (`module.kube`, see kube.py) and runs the body so that DomainError, ApiError
-and kubernetes.core's CoreException all end in fail_json, never a traceback.
+(ClientError too: no client could be made) and kubernetes.core's CoreException
+all end in fail_json, never a traceback.
 AnsibleModule is imported here and nowhere else.
 """
 
@@ -25,7 +26,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import connect
 
 
 # Options shared by several modules; documented by the doc fragments of the same names.
@@ -49,8 +50,10 @@ class GpuPlatformModule(AnsibleK8SModule):
 
     @property
     def kube(self):
+        """The client, made on first use; a kubeconfig that does not load or a server that does not
+        answer GET /version raises ClientError (an ApiError), which execute() reports."""
         if self._kube is None:
-            self._kube = Kube(get_api_client(self))
+            self._kube = connect(self, get_api_client)
         return self._kube
 
     def execute(self, body):

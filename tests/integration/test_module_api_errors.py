@@ -172,6 +172,201 @@ def test_a_hung_api_server_is_a_timeout_not_a_hang(cluster):
     assert "no answer in time" in str(err.value) and time.monotonic() - started < 30
 
 
+# -- no client: the kubeconfig does not load, or the first request (GET /version) fails ----------
+TOKEN = "sim-bearer-token-7f3a9c"   # must never appear in a message
+LIBRARY_NOISE = ("HTTPConnectionPool", "HTTPSConnectionPool", "Max retries", "Traceback", "object at 0x",
+                 "NewConnectionError", TOKEN)
+FIX = "the roles fill from gpu_platform_kubeconfig"
+
+
+def write_kubeconfig(path, server, context="lab", user=None, more_contexts=(), ca=None):
+    cluster = {"server": server}
+    if ca:
+        cluster["certificate-authority"] = ca
+    data = {"apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": "lab-cluster", "cluster": cluster}],
+            "users": [{"name": "lab-admin", "user": user or {}}],
+            "contexts": [{"name": name, "context": {"cluster": "lab-cluster", "user": "lab-admin"}}
+                         for name in (context,) + tuple(more_contexts)]}
+    path.write_text(json.dumps(data))    # JSON is YAML
+    return str(path)
+
+
+def client_failure(cluster, tmp_path, case, args, module="cluster_policy_wait", env=None):
+    module_args = dict(args, timeout=5) if module == "cluster_policy_wait" else args
+    out = run_task(cluster, tmp_path, module, module_args, env=env)
+    record(case, out)
+    text = json.dumps(out)
+    assert out.get("failed") and out["msg"].startswith("Cannot connect to Kubernetes ("), out["msg"]
+    for noise in LIBRARY_NOISE:
+        assert noise not in text, (noise, out["msg"])
+    assert out["api_error"]["stage"] in ("load", "connect") and "********" not in out["msg"], out["msg"]
+    return out["msg"]
+
+
+class LoopbackApiServer(object):
+    """An HTTP(S) server on 127.0.0.1 answering every request with one status and body."""
+
+    def __init__(self, status, body, tls_dir=None):
+        import http.server
+        import ssl
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if tls_dir is not None:
+            cert, key = self_signed_cert(tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = "%s://127.0.0.1:%d" % (scheme, self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def self_signed_cert(folder):
+    """A self-signed certificate for 127.0.0.1 (as a kubeadm cluster's own CA would look to a stranger)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = os.path.join(str(folder), "tls.crt"), os.path.join(str(folder), "tls.key")
+    with open(cert_path, "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_no_client_connection_refused(cluster, tmp_path):
+    server = "http://127.0.0.1:%d" % free_port()    # nothing listens there
+    kubeconfig = write_kubeconfig(tmp_path / "refused.yaml", server)
+    msg = client_failure(cluster, tmp_path, "no client: connection refused (mig_config)",
+                         dict(MIG, kubeconfig=kubeconfig), module="mig_config")
+    assert msg.startswith("Cannot connect to Kubernetes (server %s, context lab, kubeconfig %s): connection "
+                          "refused" % (server, kubeconfig)), msg
+    assert "is the API server running?" in msg and FIX in msg
+
+
+def test_no_client_host_name_does_not_resolve(cluster, tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "dns.yaml", "https://api.lab.invalid:6443")
+    msg = client_failure(cluster, tmp_path, "no client: DNS", {"kubeconfig": kubeconfig})
+    assert msg.startswith("Cannot connect to Kubernetes (server https://api.lab.invalid:6443, context lab, "
+                          "kubeconfig %s): the host name api.lab.invalid does not resolve" % kubeconfig), msg
+    assert "fix the server of cluster lab-cluster in the kubeconfig" in msg and FIX in msg
+
+
+def test_no_client_tls_verification_fails_on_a_self_signed_certificate(cluster, tmp_path):
+    """The server's certificate is self-signed; the kubeconfig trusts another CA (the system's)."""
+    server = LoopbackApiServer(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}, tls_dir=tmp_path)
+    try:
+        kubeconfig = write_kubeconfig(tmp_path / "tls.yaml", server.url)
+        msg = client_failure(cluster, tmp_path, "no client: TLS verify (self-signed)", {"kubeconfig": kubeconfig})
+    finally:
+        server.close()
+    assert msg.startswith("Cannot connect to Kubernetes (server %s, context lab, kubeconfig %s): TLS certificate "
+                          "verification failed: self-signed certificate" % (server.url, kubeconfig)), msg
+    assert "certificate-authority(-data) of cluster lab-cluster" in msg and FIX in msg
+
+
+def test_no_client_token_refused(cluster, tmp_path):
+    """What kube-apiserver answers any request carrying an expired or unknown bearer token."""
+    server = LoopbackApiServer(401, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                     "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    try:
+        kubeconfig = write_kubeconfig(tmp_path / "token.yaml", server.url, user={"token": TOKEN})
+        msg = client_failure(cluster, tmp_path, "no client: 401 (expired token)", {"kubeconfig": kubeconfig})
+    finally:
+        server.close()
+    assert msg.startswith("Cannot connect to Kubernetes (server %s, context lab, kubeconfig %s): HTTP 401 "
+                          "Unauthorized on GET /version: the API server refused the credentials of user "
+                          "lab-admin" % (server.url, kubeconfig)), msg
+    assert "expired" in msg and FIX in msg
+
+
+def test_no_client_kubeconfig_file_missing(cluster, tmp_path):
+    missing = str(tmp_path / "no-such-kubeconfig")
+    msg = client_failure(cluster, tmp_path, "no client: kubeconfig missing", {"kubeconfig": missing})
+    assert msg.startswith("Cannot connect to Kubernetes (kubeconfig %s): the kubeconfig file does not exist"
+                          % missing), msg
+    assert "set the module option kubeconfig, which " + FIX in msg
+
+
+def test_no_client_context_missing_lists_the_contexts(cluster, tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "ctx.yaml", cluster.url, more_contexts=("staging",))
+    msg = client_failure(cluster, tmp_path, "no client: context missing",
+                         {"kubeconfig": kubeconfig, "context": "prod"})
+    assert msg.startswith("Cannot connect to Kubernetes (context prod, kubeconfig %s): context prod is not in the "
+                          "kubeconfig; it has: lab, staging" % kubeconfig), msg
+    assert "set the module option context, which the roles fill from gpu_platform_context" in msg
+
+
+def test_no_client_kubeconfig_not_yaml(cluster, tmp_path):
+    bad = tmp_path / "notyaml"
+    bad.write_text("clusters: [{name: lab\nserver: {{ not yaml\n")
+    msg = client_failure(cluster, tmp_path, "no client: kubeconfig not YAML", {"kubeconfig": str(bad)})
+    assert msg.startswith("Cannot connect to Kubernetes (kubeconfig %s): the kubeconfig file is not YAML: "
+                          % bad), msg
+    assert " at line " in msg and FIX in msg
+
+
+def test_no_client_vaulted_kubeconfig_names_the_vaulted_file(cluster, tmp_path):
+    """The module reads a decrypted temporary copy; the message names the file the task gave."""
+    vault_pass = tmp_path / "vault-pass"
+    vault_pass.write_text("s3cret\n")
+    vaulted = tmp_path / "kubeconfig.vault"
+    write_kubeconfig(vaulted, cluster.url)
+    subprocess.run([os.path.join(BIN, "ansible-vault"), "encrypt", str(vaulted), "--vault-password-file",
+                    str(vault_pass)], check=True, capture_output=True)
+    env = dict(cluster.env, ANSIBLE_VAULT_PASSWORD_FILE=str(vault_pass))
+    msg = client_failure(cluster, tmp_path, "no client: context missing, vaulted kubeconfig",
+                         {"kubeconfig": str(vaulted), "context": "prod"}, env=env)
+    assert msg.startswith("Cannot connect to Kubernetes (context prod, kubeconfig %s): context prod is not in the "
+                          "kubeconfig; it has: lab" % vaulted), msg
+    env.pop("ANSIBLE_VAULT_PASSWORD_FILE")
+    msg = client_failure(cluster, tmp_path, "no client: vaulted kubeconfig, no vault password",
+                         {"kubeconfig": str(vaulted)}, env=env)
+    assert msg.startswith("Cannot connect to Kubernetes (kubeconfig %s): the kubeconfig file cannot be "
+                          "decrypted" % vaulted), msg
+    assert "ANSIBLE_VAULT_PASSWORD_FILE" in msg
+
+
 def test_api_server_stopped_mid_wait_says_what_was_changed(cluster, tmp_path):
     """gpu-h100-4 stays pending: the module waits; the API server stops after the relabel."""
     out = {}
