@@ -1,7 +1,10 @@
 """A real Prometheus server (Debian package `prometheus`) for tests: loopback only, temp data dir,
-stopped by the fixture that started it."""
+stopped by the fixture that started it; the scrape config of the simulated cluster (DCGM exporters
+and kube-state-metrics) that the tests and the demo share; the series selectors of a PromQL
+expression."""
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -12,6 +15,140 @@ import urllib.request
 import yaml
 
 BINARY = shutil.which("prometheus")
+DCGM_APP = "nvidia-dcgm-exporter"           # label app= of the operator's exporter pods
+KSM_LABEL = "app.kubernetes.io/name"          # what the kube-state-metrics chart labels its pods with
+KSM_APP = "kube-state-metrics"
+KSM_SELECTOR = "%s=%s" % (KSM_LABEL, KSM_APP)
+KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
+
+
+def kube_state_metrics_deployment(namespace="monitoring"):
+    """The kube-state-metrics Deployment a site gets from kube-prometheus-stack (its subchart's
+    names, labels, image, port), which the platform does not install. The simulator's twin
+    (simcluster/ksm.py) serves the series only while this pod runs."""
+    labels = {KSM_LABEL: KSM_APP, "app.kubernetes.io/instance": "kube-prometheus-stack"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "kube-prometheus-stack-kube-state-metrics", "namespace": namespace,
+                         "labels": dict(labels)},
+            "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels)},
+                     "template": {"metadata": {"labels": dict(labels)}, "spec": {
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [{
+                             "name": "kube-state-metrics", "image": KSM_IMAGE,
+                             "args": ["--port=8080", "--resources=daemonsets,nodes,pods"],
+                             "ports": [{"name": "http", "containerPort": 8080}],
+                             "securityContext": {"allowPrivilegeEscalation": False,
+                                                 "readOnlyRootFilesystem": True,
+                                                 "capabilities": {"drop": ["ALL"]}}}]}}}}
+
+
+def scrape_config(sim_url, pods, interval="1s"):
+    """Prometheus config that scrapes the simulated cluster the way kube-prometheus-stack's
+    ServiceMonitors scrape a real one. `pods`: the cluster's pods (`kubectl get pods -A`).
+
+    There is no Service discovery here, so each target gets the labels a ServiceMonitor gives
+    it: job (the Service's app label), namespace/pod/container of the exporter pod and, for
+    DCGM, node (the role's relabeling). honor_labels as both ServiceMonitors set it: the
+    exporter's own namespace/pod labels (the pod holding a GPU; the object kube-state-metrics
+    describes) win over the target's. One scrape config per DCGM node: each node has its own path."""
+    host = sim_url.split("//", 1)[1].rstrip("/")
+    configs = []
+    dcgm = sorted((p["spec"]["nodeName"], p) for p in pods
+                  if (p["metadata"].get("labels") or {}).get("app") == DCGM_APP and p["spec"].get("nodeName"))
+    for node, pod in dcgm:
+        configs.append({
+            "job_name": "dcgm-%s" % node, "honor_labels": True, "scrape_interval": interval,
+            "metrics_path": "/_sim/dcgm/%s/metrics" % node,
+            "static_configs": [{"targets": [host], "labels": {
+                "node": node, "job": DCGM_APP, "namespace": pod["metadata"]["namespace"],
+                "pod": pod["metadata"]["name"], "container": DCGM_APP}}]})
+    ksm = [p for p in pods if (p["metadata"].get("labels") or {}).get(KSM_LABEL) == KSM_APP]
+    if ksm:
+        pod = sorted(ksm, key=lambda p: p["metadata"]["name"])[0]
+        configs.append({
+            "job_name": KSM_APP, "honor_labels": True, "scrape_interval": interval,
+            "metrics_path": "/_sim/kube-state-metrics/metrics",
+            "static_configs": [{"targets": [host], "labels": {
+                "job": KSM_APP, "namespace": pod["metadata"]["namespace"],
+                "pod": pod["metadata"]["name"], "container": KSM_APP}}]})
+    return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "scrape_configs": configs}
+
+
+# --- the series selectors of a PromQL expression ------------------------------------------------
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+  | (?P<range>\[[^\]]*\])
+  | (?P<duration>[0-9]+(?:ms|s|m|h|d|w|y)(?![a-zA-Z0-9_:]))
+  | (?P<number>(?:0x[0-9a-fA-F]+|[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?![a-zA-Z_:]))
+  | (?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)
+  | (?P<brace>\{)
+  | (?P<op>==|!=|>=|<=|=~|!~|[-+*/%^(),<>=])
+""", re.X)
+AGGREGATIONS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
+                "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+KEYWORDS = {"and", "or", "unless", "bool", "offset", "atan2"}
+LABEL_LISTS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+
+
+def _tokens(expr):
+    pos, out = 0, []
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if m is None:
+            raise ValueError("cannot read PromQL at %r" % expr[pos:pos + 20])
+        kind = m.lastgroup
+        if kind == "brace":           # a matcher block up to its closing brace (strings may hold })
+            end, body = m.end(), ["{"]
+            while end < len(expr) and expr[end] != "}":
+                s = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[^}"\']+').match(expr, end)
+                if s is None:
+                    raise ValueError("unterminated matcher in %r" % expr)
+                body.append(s.group(0))
+                end = s.end()
+            out.append(("matchers", "".join(body) + "}"))
+            pos = end + 1
+            continue
+        if kind != "space":
+            out.append((kind, m.group(0)))
+        pos = m.end()
+    return out
+
+
+def series_selectors(expr):
+    """The instant/range vector selectors of a PromQL expression ('up{job="x"}', 'DCGM_FI_DEV_GPU_TEMP'),
+    in order, without duplicates: what must match series for the expression to mean anything."""
+    toks = _tokens(expr)
+    out = []
+    i = 0
+    while i < len(toks):
+        kind, text = toks[i]
+        nxt = toks[i + 1] if i + 1 < len(toks) else (None, None)
+        if kind == "ident" and text in LABEL_LISTS:
+            i += 1
+            if nxt == ("op", "("):
+                while i < len(toks) and toks[i] != ("op", ")"):
+                    i += 1
+            i += 1
+            continue
+        if kind == "ident" and (text in AGGREGATIONS or text in KEYWORDS or nxt == ("op", "(")):
+            i += 1
+            continue
+        if kind == "ident":
+            selector = text + (nxt[1] if nxt[0] == "matchers" else "")
+            i += 2 if nxt[0] == "matchers" else 1
+        elif kind == "matchers":
+            selector = text
+            i += 1
+        else:
+            i += 1
+            continue
+        if selector not in out:
+            out.append(selector)
+    return out
 
 
 def free_port():

@@ -3,10 +3,14 @@ playbook, the simulated DCGM exporter, and a real Prometheus evaluating the rule
 
 "GPU metrics appear in the dashboard, a simulated GPU failure fires the alarm": every dashboard
 panel's query returns series, and an injected Xid 79 fires GpuXidFatal in Prometheus' API.
+Prometheus also scrapes the simulated kube-state-metrics (a kube-state-metrics pod runs, as
+kube-prometheus-stack brings one): every series selector of every shipped rule matches series,
+and a rule on kube-state-metrics series fires when a GPU node stops offering its GPUs.
 """
 import json
 import os
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -28,7 +32,8 @@ GPU_NODES = ["gpu-h100-1", "gpu-l40s-1"]
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 from playbook import run_playbook  # noqa: E402
-from prometheus import BINARY, Prometheus  # noqa: E402
+from prometheus import (BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment,  # noqa: E402
+                        scrape_config, series_selectors)
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
@@ -176,32 +181,36 @@ def prometheus(cluster, installed, tmp_path_factory):
     if BINARY is None:
         pytest.skip("prometheus not installed (Debian package prometheus; scripts/system_deps.sh)")
     sim, _ = cluster
-    rule = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")
-    groups = rule["spec"]["groups"]
-    for group in groups:            # evaluate every second so the test needs no minute-long waits
-        group["interval"] = "1s"
-    host = sim.url.split("//")[1]
-    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
-        sim, "pods", "-n", "gpu-operator", "-l", "app=nvidia-dcgm-exporter")["items"])
-    # the target labels a ServiceMonitor gives: job (the Service's app label), node (our
-    # relabeling), and namespace/pod/container of the EXPORTER pod, which honorLabels lets the
-    # exporter's own (empty for a free GPU) pod mapping override; one scrape config per node
-    # because each node has its own path on the simulator
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-              "scrape_configs": [{
-                  "job_name": "dcgm-%s" % n, "honor_labels": True, "scrape_interval": "1s",
-                  "metrics_path": "/_sim/dcgm/%s/metrics" % n,
-                  "static_configs": [{"targets": [host], "labels": {
-                      "node": n, "job": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
-                      "pod": exporters[n], "container": "nvidia-dcgm-exporter"}}]}
-                  for n in GPU_NODES]}
+    groups = rule_groups(sim)
+    config = cluster_scrape_config(sim)
+    assert sorted(c["job_name"] for c in config["scrape_configs"]) == [
+        "dcgm-%s" % n for n in GPU_NODES] + ["kube-state-metrics"]
     prom = Prometheus(tmp_path_factory.mktemp("prometheus"), config, groups)
     try:
         prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(GPU_NODES), 60,
                   "both exporter targets scraped")
+        prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
         yield prom
     finally:
         prom.stop()
+
+
+def rule_groups(sim):
+    """The rule groups of the PrometheusRule the role applied, evaluated every second so the
+    tests need no minute-long waits."""
+    groups = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["spec"]["groups"]
+    for group in groups:
+        group["interval"] = "1s"
+    return groups
+
+
+def cluster_scrape_config(sim):
+    """A kube-state-metrics pod as kube-prometheus-stack runs one (the platform installs none),
+    then the shared scrape config of the simulated cluster (DCGM exporters + kube-state-metrics)."""
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(kube_state_metrics_deployment("monitoring")))
+    Prometheus.wait(lambda: [p for p in kget(sim, "pods", "-n", "monitoring", "-l", KSM_SELECTOR)["items"]
+                             if p["status"].get("phase") == "Running"], 60, "kube-state-metrics Running")
+    return scrape_config(sim.url, kget(sim, "pods", "-A")["items"])
 
 
 def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
@@ -274,3 +283,96 @@ def test_every_dashboard_panel_query_returns_series(cluster, prometheus):
         except AssertionError:
             empty.append((board, panel, expr))
     assert empty == []
+
+
+def ksm_alerts(groups):
+    """Names of the alerts whose expression reads a kube-state-metrics series."""
+    return sorted(r["alert"] for g in groups for r in g["rules"] if "alert" in r and any(
+        sel.startswith("kube_") for sel in series_selectors(r["expr"])))
+
+
+def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
+    """Every series selector of every shipped rule (and dashboard panel, and the usage report's
+    kube-state-metrics query) matches series in a Prometheus scraping the simulated cluster, and
+    Prometheus evaluates every rule without error: no rule reads a series nothing exports."""
+    sim, _ = cluster
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import usage_report
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import panel_queries
+    # a pod holding a GPU, so the selectors on pod-held GPUs have a series to match
+    kubectl(sim, "create", "namespace", "team-a", check=False)
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(gpu_pod("ksm-train", "gpu-h100-1", 70)))
+    groups = kget(sim, "prometheusrule", "-n", "monitoring", "skaffon-gpu-alerts")["spec"]["groups"]
+    assert ksm_alerts(groups) == ["GpuExporterUnavailable", "GpuNodeResourcesMissing", "GpuNodeResourcesShort"]
+    exprs = [(r.get("alert") or r.get("record"), r["expr"]) for g in groups for r in g["rules"]]
+    cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
+    exprs += [(panel, q.replace("$node", ".*").replace("$namespace", ".*"))
+              for cm in cms for _b, panel, q in panel_queries(cm)]
+    exprs.append(("usage report: failed pods", usage_report.FAILED_QUERY_PLAIN % 300))
+    selectors = sorted(set((name, sel) for name, e in exprs for sel in series_selectors(e)))
+    assert any(sel.startswith("kube_node_status_allocatable") for _n, sel in selectors)
+    empty = []
+    for name, sel in selectors:
+        try:
+            prometheus.wait(lambda sel=sel: prometheus.query(sel), 30, sel)
+        except AssertionError:
+            empty.append((name, sel))
+    assert empty == []
+    # the GPU resources of both nodes, with the label values kube-state-metrics writes
+    alloc = prometheus.query('kube_node_status_allocatable{unit="integer",resource=~"nvidia_com_.+"}')
+    assert sorted((s["metric"]["node"], s["metric"]["resource"]) for s in alloc if float(s["value"][1]) > 0) == [
+        ("gpu-h100-1", "nvidia_com_gpu"), ("gpu-l40s-1", "nvidia_com_gpu")], alloc
+
+    def evaluated():
+        rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+        return all(r["health"] != "unknown" for r in rules) and rules
+    rules = prometheus.wait(evaluated, 30, "every rule evaluated")
+    assert len(rules) == len([r for g in groups for r in g["rules"]])
+    assert [(r["name"], r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
+
+
+def gpu_pod(name, node, util):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team-a",
+                         "annotations": {"simcluster.skaffon.io/gpu-util": str(util)}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                     "containers": [{"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def test_kube_state_metrics_alert_fires_when_a_gpu_node_offers_no_gpus(cluster, prometheus, tmp_path_factory):
+    """GpuNodeResourcesMissing on real kube-state-metrics series: quiet on the healthy cluster,
+    firing for the node whose device plugin is switched off (the kubelet keeps the capacity and
+    drops the allocatable to 0), quiet again once the plugin is back. The alerts' `for` (15m) is
+    cut to 1s here; promtool's unit tests check the real durations."""
+    sim, _ = cluster
+    groups = rule_groups(sim)
+    names = ksm_alerts(groups)
+    for group in groups:
+        for rule in group["rules"]:
+            if rule.get("alert") in names:
+                rule["for"] = "1s"
+    prom = Prometheus(tmp_path_factory.mktemp("prometheus-ksm"), cluster_scrape_config(sim), groups)
+    node = "gpu-l40s-1"
+    label = "nvidia.com/gpu.deploy.device-plugin"
+
+    def firing(name=None):
+        return [a["labels"] for a in prom.api("alerts")["alerts"]
+                if a["state"] == "firing" and a["labels"]["alertname"] in names
+                and (name is None or a["labels"]["alertname"] == name)]
+    try:
+        prom.wait(lambda: len(prom.query("up == 1")) == len(GPU_NODES) + 1, 60, "every target scraped")
+        # before the first kube-state-metrics scrape the condition may hold for a moment
+        prom.wait(lambda: not firing(), 30, "no kube-state-metrics alert firing on the healthy cluster")
+        time.sleep(4)
+        assert firing() == []
+        kubectl(sim, "label", "node", node, "%s=false" % label, "--overwrite")
+        got = prom.wait(lambda: firing("GpuNodeResourcesMissing"), 90, "GpuNodeResourcesMissing firing")
+        assert [(a["node"], a["severity"]) for a in got] == [(node, "warning")]
+        gpus = prom.query('sum by (node) (kube_node_status_allocatable{node="%s",resource="nvidia_com_gpu"})' % node)
+        assert float(gpus[0]["value"][1]) == 0
+        kubectl(sim, "label", "node", node, "%s=true" % label, "--overwrite")
+        prom.wait(lambda: not firing("GpuNodeResourcesMissing"), 90, "GpuNodeResourcesMissing resolved")
+    finally:
+        kubectl(sim, "label", "node", node, "%s=true" % label, "--overwrite", check=False)
+        prom.stop()
