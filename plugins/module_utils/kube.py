@@ -7,7 +7,9 @@ Every call returns plain dicts and raises only ApiError (errors.py), whatever th
 client raised: dynamic-client exceptions, ApiException, urllib3 connection and
 timeout errors, discovery misses. Reads are retried for a bounded time on 429
 (honouring Retry-After), 5xx and lost connections; writes only when the server
-cannot have acted (429, connection refused), never blindly.
+cannot have acted (429, connection refused), never blindly. connect() makes the Kube of a
+module; a client that cannot be made is a ClientError (an ApiError) naming server, context,
+kubeconfig, the cause and the option to set.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -482,8 +484,8 @@ def load_failure(creds, exc):
     names = ", ".join(sorted(creds.contexts)) or "none"
     if creds.context_name and creds.context_name not in creds.contexts:
         return creds.error("context %s is not in the kubeconfig; it has: %s" % (creds.context_name, names),
-                           "fix: set %s, to one of them; or set %s, to the file that has it" % (SET_CONTEXT, SET_KUBECONFIG),
-                           "load")
+                           "fix: set %s, to one of them; or set %s, to the file that has it"
+                           % (SET_CONTEXT, SET_KUBECONFIG), "load")
     if not creds.context_name and not creds.inline:
         return creds.error("the kubeconfig names no current-context; its contexts: %s" % names,
                            "fix: set %s, to one of them" % SET_CONTEXT, "load")

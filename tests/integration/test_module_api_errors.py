@@ -34,6 +34,9 @@ def hits(sim):
 
 
 def run_task(sim, tmp_path, module, args, check=False, env=None):
+    # The cluster reaches a module as its kubeconfig option (the roles fill it from
+    # gpu_platform_kubeconfig); a bare task gets it here, never from the environment.
+    args = dict({"kubeconfig": sim.kubeconfig}, **args) if "kubeconfig" not in args else args
     play = os.path.join(str(tmp_path), "play.yml")
     with open(play, "w") as fh:
         fh.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: under test\n"
