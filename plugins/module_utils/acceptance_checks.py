@@ -164,7 +164,8 @@ def gpus_visible(ctx):
         if problems:
             missing.append(spec["name"])
     if not ctx.params["gpu_nodes"]:
-        return Result("gpus-visible", FAIL, "the inventory names no GPU node (group gpu_nodes is empty)", evidence)
+        return Result("gpus-visible", FAIL, "the inventory names no GPU node: the group acceptance_gpu_hosts names "
+                      "(default gpu_nodes) is empty or missing", evidence)
     if missing:
         return Result("gpus-visible", FAIL, "GPU nodes not offering what they should: %s" % ", ".join(missing),
                       evidence)
@@ -188,7 +189,8 @@ def _pod_failure(pod):
 def cuda_test(ctx):
     nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") != "time-slicing"] or ctx.params["gpu_nodes"]
     if not nodes:
-        return Result("cuda-test", FAIL, "no GPU node to run the CUDA test on")
+        return Result("cuda-test", SKIP, "no GPU node to run the CUDA test on: the group acceptance_gpu_hosts names "
+                      "(default gpu_nodes) is empty (gpus-visible fails for it)")
     target = nodes[0]
     if "_offer" not in target:
         node = ctx.kube.get("v1", "Node", target["name"]) or {}
@@ -244,7 +246,7 @@ def wrong_node_excluded(ctx):
 def quota_enforced(ctx):
     team = ctx.params.get("quota_team")
     if not team:
-        return Result("quota-enforced", SKIP, "no team with a GPU quota in tenants_list")
+        return Result("quota-enforced", SKIP, "no team in tenants_list has a quota on requests.nvidia.com/gpu")
     ns, resource = team["namespace"], team["resource"]
     quotas = ctx.kube.list("v1", "ResourceQuota", namespace=ns)[0]
     hard = None
@@ -272,6 +274,9 @@ def quota_enforced(ctx):
 @check("sharing-verified")
 def sharing_verified(ctx):
     evidence, bad = [], []
+    if not ctx.params["gpu_nodes"]:
+        return Result("sharing-verified", SKIP, "no GPU node whose sharing mode to check: the group "
+                      "acceptance_gpu_hosts names (default gpu_nodes) is empty (gpus-visible fails for it)")
     shared = [n for n in ctx.params["gpu_nodes"] if n.get("mode") in ("time-slicing", "mig")]
     if not shared:
         return Result("sharing-verified", PASS, "every GPU node is exclusive (whole GPUs), as configured",
@@ -345,14 +350,19 @@ def update_rehearsed(ctx):
     rolled = [h for h in history if h[2].startswith("Rollback to")] + [
         r for r in records if r.get("action") == "rollback" and r.get("result") == "success"]
     if not history and not records:
-        return Result("update-rehearsed", FAIL, "release %s has no history in %s: install the GPU Operator first"
-                      % (release, ns), evidence)
+        return Result("update-rehearsed", FAIL, "release %s has no Helm history in namespace %s: install the GPU "
+                      "Operator first, or name its release and namespace (gpu_operator_release_name, "
+                      "acceptance_operator_namespace)" % (release, ns), evidence)
     if upgraded and rolled:
         return Result("update-rehearsed", PASS, "an upgrade and a rollback of %s are on record (Helm history)"
                       % release, evidence)
-    return Result("update-rehearsed", FAIL, "on record: %d upgrade(s), %d rollback(s); rehearse with "
-                  "playbooks/gpu_operator_upgrade.yml and playbooks/gpu_operator_rollback.yml" % (
-                      len(upgraded), len(rolled)), evidence)
+    # not a broken platform: the rehearsal has not been done yet, and the protocol says so
+    return Result("update-rehearsed", SKIP, "not rehearsed yet: on record %d upgrade(s), %d rollback(s) of %s (Helm "
+                  "history%s); rehearse with playbooks/gpu_operator_upgrade.yml then "
+                  "playbooks/gpu_operator_rollback.yml" % (
+                      len(upgraded), len(rolled), release,
+                      ", %s" % ctx.params["upgrade_record_file"] if ctx.params.get("upgrade_record_file") else ""),
+                  evidence)
 
 
 @check("runbooks")
@@ -392,14 +402,14 @@ def queues_fair(ctx):
     if ctx.params.get("queue_backend", "none") == "none":
         return Result("queues-fair", SKIP, "no queue backend (tenants_queue_backend: none)")
     ensure_test_namespace(ctx)
-    return QueueProbe(ctx, test_pod).run(ctx.params.get("teams") or [])
+    return QueueProbe(ctx, test_pod).run(ctx.params.get("teams") or [], ctx.params.get("queue_teams"))
 
 
 @check("monitoring-alert")
 def monitoring_alert(ctx):
     if not ctx.params.get("prometheus_url"):
-        return Result("monitoring-alert", FAIL, "no Prometheus to check: set acceptance_prometheus_url (monitoring is "
-                      "part of the platform: playbooks/monitoring.yml)")
+        return Result("monitoring-alert", SKIP, "no Prometheus URL given: set acceptance_prometheus_url to the "
+                      "Prometheus that scrapes the DCGM exporters (playbooks/monitoring.yml installs the rules)")
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_monitoring import AlertProbe
 
     ensure_test_namespace(ctx)
@@ -437,7 +447,8 @@ def _probe(ctx, namespace, name, target, protocol="tcp"):
 def tenant_isolation(ctx):
     teams = ctx.params.get("teams") or []
     if len(teams) < 2:
-        return Result("tenant-isolation", SKIP, "fewer than two teams in tenants_list")
+        return Result("tenant-isolation", SKIP, "fewer than two teams in tenants_list (%s): isolation needs a "
+                      "second team to probe from" % (", ".join(teams) or "none"))
     team_a, team_b = teams[0], teams[1]
     server = _agnhost_pod(ctx, "acceptance-server", team_b, ["netexec", "--http-port=8080"],
                           labels={"app.kubernetes.io/name": "acceptance-server"},

@@ -86,6 +86,13 @@ options:
     type: list
     elements: str
     default: []
+  queue_teams:
+    description:
+      - The teams that have a queue (a C(queue) block in C(tenants_list)); C(queues-fair) picks two of them, in this
+        order. Default - every team of O(teams).
+      - Fewer than two - C(queues-fair) reports SKIP.
+    type: list
+    elements: str
   queue_backend:
     description: The queue backend of the site.
     type: str
@@ -178,6 +185,7 @@ def argspec():
         quota_team=dict(type="dict", options=dict(namespace=dict(type="str", required=True),
                                                   resource=dict(type="str", default="requests.nvidia.com/gpu"))),
         teams=dict(type="list", elements="str", default=[]),
+        queue_teams=dict(type="list", elements="str"),
         queue_backend=dict(type="str", choices=["none", "kai", "kueue"], default="none"),
         prometheus_url=dict(type="str"),
         failure_alert=dict(type="str", default="GpuXidFatal"),

@@ -294,9 +294,10 @@ class Kueue:
                 self._pending(wl, "Inadmissible", "Workload namespace doesn't match ClusterQueue selector")
                 continue
             req = self._request(wl)
-            choice, why = self._fit(cq, quotas, req, flavors)
-            if choice is None and self._reclaim(cq, quotas, req, admitted, jobs, flavors):
-                choice, why = self._fit(cq, quotas, req, flavors)
+            sel = self._selector(wl)
+            choice, why = self._fit(cq, quotas, req, flavors, sel)
+            if choice is None and self._reclaim(cq, quotas, req, admitted, jobs, flavors, sel):
+                choice, why = self._fit(cq, quotas, req, flavors, sel)
             if choice is None:
                 self._pending(wl, "Pending", why)
                 continue
@@ -360,7 +361,7 @@ class Kueue:
                 out[(flavor, res)] = out.get((flavor, res), 0.0) + _amount((psa.get("resourceUsage") or {}).get(res))
         return out
 
-    def _fit(self, cq, quotas, req, flavors):
+    def _fit(self, cq, quotas, req, flavors, selector=None):
         """(flavor, assignment) of the first flavor of the resource group that fits, else (None, message)."""
         messages = []
         for rg in cq["spec"].get("resourceGroups") or []:
@@ -368,10 +369,17 @@ class Kueue:
             wanted = {r: v for r, v in req.items() if r in covered}
             if not wanted:
                 continue
+            # flavorassigner: only the pod's nodeSelector keys some flavor of the group labels count
+            keys = {k for fl in rg.get("flavors") or [] for k in
+                    ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}}
             for fl in rg.get("flavors") or []:
                 name = fl["name"]
                 if name not in flavors:
                     messages.append("flavor %s not found" % name)
+                    continue
+                labels = (flavors[name].get("spec") or {}).get("nodeLabels") or {}
+                if any(k in keys and labels.get(k) != v for k, v in (selector or {}).items()):
+                    messages.append("flavor %s doesn't match node affinity" % name)
                     continue
                 short = [(r, v - quotas.available(cq, name, r)) for r, v in sorted(wanted.items())
                          if v > quotas.available(cq, name, r) + EPS]
@@ -387,15 +395,27 @@ class Kueue:
             return None, "couldn't assign flavors to pod set main: resource %s unavailable in ClusterQueue" % missing[0]
         return None, "no resources requested"
 
-    def _reclaim(self, cq, quotas, req, admitted, jobs, flavors):
+    @staticmethod
+    def _selector(wl):
+        """The pod set's nodeSelector (required node affinity is not read: a known difference)."""
+        ps = (wl["spec"].get("podSets") or [{}])[0]
+        return ((ps.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+
+    def _reclaim(self, cq, quotas, req, admitted, jobs, flavors, selector=None):
         policy = (cq["spec"].get("preemption") or {}).get("reclaimWithinCohort", "Never")
         if policy == "Never" or not cq["spec"].get("cohortName"):
             return False
         # only to get back what the queue's nominal quota guarantees
         first = None
         for rg in cq["spec"].get("resourceGroups") or []:
-            if rg.get("flavors"):
-                first = rg["flavors"][0]["name"]
+            keys = {k for fl in rg.get("flavors") or [] for k in
+                    ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}}
+            for fl in rg.get("flavors") or []:
+                labels = ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}
+                if not any(k in keys and labels.get(k) != v for k, v in (selector or {}).items()):
+                    first = fl["name"]
+                    break
+            if first is not None:
                 break
         if first is None:
             return False
@@ -421,7 +441,7 @@ class Kueue:
             assigned = self._assigned(wl["status"]["admission"])
             quotas.add(ocq["metadata"]["name"], assigned, -1.0)
             victims.append((wl, ocq, assigned))
-            if self._fit(cq, quotas, req, flavors)[0] is not None:
+            if self._fit(cq, quotas, req, flavors, selector)[0] is not None:
                 for vwl, vcq, _ in victims:
                     self._evict(vwl, jobs, cq)
                     admitted.remove(vwl)

@@ -101,7 +101,7 @@ def test_update_rehearsed_reads_the_helm_history():
                 "data": {"release": base64.b64encode(body).decode()}}
     kube = FakeKube({("Secret", "a"): secret(1, "Install complete"), ("Secret", "b"): secret(2, "Upgrade complete")})
     res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
-    assert res.status == "FAIL" and "1 upgrade(s), 0 rollback(s)" in res.summary
+    assert res.status == "SKIP" and "not rehearsed yet: on record 1 upgrade(s), 0 rollback(s)" in res.summary
     kube.objects[("Secret", "c")] = secret(3, "Rollback to 1")
     res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
     assert res.status == "PASS", res.evidence
@@ -111,7 +111,9 @@ def test_update_rehearsed_reads_the_helm_history():
 def test_update_rehearsed_needs_an_upgrade_and_a_rollback():
     up = {"action": "upgrade", "result": "success", "from_version": "v26.3.3", "to_version": "v26.7.0"}
     down = {"action": "rollback", "result": "success", "from_version": "v26.7.0", "to_version": "v26.3.3"}
-    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up]), ["update-rehearsed"])[0].status == "FAIL"
+    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up]), ["update-rehearsed"])[0].status == "SKIP"
+    # no release at all is not a rehearsal to do later: the operator is missing
+    assert acceptance.run(ctx(FakeKube()), ["update-rehearsed"])[0].status == "FAIL"
     assert acceptance.run(ctx(FakeKube(), upgrade_records=[up, down]), ["update-rehearsed"])[0].status == "PASS"
 
 
@@ -187,3 +189,66 @@ def test_kai_split_quota_first_then_weights_with_limits():
     assert kai_split(capped, 8) == {"a": 3, "b": 5}    # a's limit caps it; b takes the rest
     assert kai_split([{"name": "a", "quota": 2, "limit": -1, "weight": 0},
                       {"name": "b", "quota": 1, "limit": -1, "weight": 0}], 8) == {"a": 2, "b": 1}
+
+
+def _cq(name, nominal, cohort="research", flavor="h100", used=0, **row):
+    res = {"name": "nvidia.com/gpu", "nominalQuota": nominal}
+    res.update(row)
+    spec = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": flavor, "resources": [res]}]}], "preemption": {"reclaimWithinCohort": "Any"}}
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"metadata": {"name": name}, "spec": spec,
+            "status": {"flavorsUsage": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu", "total": str(used)}]}]}}
+
+
+def test_kueue_shares_count_the_cohort_borrowing_and_lending():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import KueueQuota
+    # two teams of 2 nominal, borrowing 2 each, a 4-GPU pool: 4 in all, each at least its 2
+    two = {"a": _cq("a", 2, borrowingLimit=2), "b": _cq("b", 2, borrowingLimit=2)}
+    bounds, total = KueueQuota(two, "h100").shares("a", "b", {"a": 4, "b": 4})
+    assert total == 4 and bounds == {"a": (2, 4), "b": (2, 4)}
+    # an idle third member lends its 4: the two may take 8, each at most nominal + borrowingLimit
+    three = dict(two, c=_cq("c", 4))
+    bounds, total = KueueQuota(three, "h100").shares("a", "b", {"a": 8, "b": 8})
+    assert total == 8 and bounds["a"] == (2, 4)
+    # what c lends is capped by its lendingLimit; what c uses now is not lendable
+    three["c"] = _cq("c", 4, lendingLimit=1)
+    assert KueueQuota(three, "h100").shares("a", "b", {"a": 8, "b": 8})[1] == 5
+    # no cohort: each exactly its nominal quota
+    alone = {"a": _cq("a", 3, cohort=None), "b": _cq("b", 1, cohort=None)}
+    assert KueueQuota(alone, "h100").shares("a", "b", {"a": 8, "b": 8}) == ({"a": (3, 3), "b": (1, 1)}, 4)
+
+
+def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import KueueQuota, QueueProbe
+    cqs = {"a": _cq("a", 2, borrowingLimit=2), "b": _cq("b", 2, borrowingLimit=2)}
+    probe = QueueProbe(ctx(FakeKube(), queue_backend="kueue"), None)
+    model = KueueQuota(cqs, "h100")
+    queues = {"a": cqs["a"], "b": cqs["b"]}
+    # ResourceQuota 4 each = all a may take: the blocker cannot sit beside the gang, so it goes to b
+    assert probe.kueue_gang_plan(model, ["a", "b"], queues, {"a": 4, "b": 4}, 4) == ("a", 4, "b")
+    # no ResourceQuota: the blocker in a's own namespace
+    assert probe.kueue_gang_plan(model, ["a", "b"], queues, {"a": None, "b": None}, 4) == ("a", 4, "a")
+    # without a cohort and a quota equal to the nominal quota, nothing can hold a gang: the reason, not a guess
+    alone = {"a": _cq("a", 4, cohort=None), "b": _cq("b", 4, cohort=None)}
+    why = probe.kueue_gang_plan(KueueQuota(alone, "h100"), ["a", "b"], alone, {"a": 4, "b": 4}, 8)
+    assert isinstance(why, str) and "a (gang of 4): no blocker takes one GPU from it" in why
+    # quotas above the pool's GPUs: Kueue would admit a gang that cannot start whole
+    why = probe.kueue_gang_plan(KueueQuota(alone, "h100"), ["a", "b"], alone, {"a": None, "b": None}, 3)
+    assert why.startswith("FAIL: ClusterQueue a may be admitted 4 GPUs of flavor h100 while its nodes have 3 free")
+
+
+def test_missing_preconditions_skip_with_the_reason():
+    res = {r.id: r for r in acceptance.run(ctx(FakeKube(), teams=["team-a"], queue_teams=["team-a"],
+                                                queue_backend="kueue"),
+                                            ["queues-fair", "monitoring-alert", "tenant-isolation", "cuda-test",
+                                             "sharing-verified"])}
+    assert res["monitoring-alert"].status == "SKIP" and "acceptance_prometheus_url" in res["monitoring-alert"].summary
+    assert res["tenant-isolation"].status == "SKIP" and "(team-a)" in res["tenant-isolation"].summary
+    assert res["queues-fair"].status == "SKIP" and "fewer than two teams have a queue" in res["queues-fair"].summary
+    assert res["cuda-test"].status == "SKIP" and "acceptance_gpu_hosts" in res["cuda-test"].summary
+    assert res["sharing-verified"].status == "SKIP"
+    # the teams have a queue: block but the cluster has none: a failure, with the fix
+    fail = acceptance.run(ctx(FakeKube(), teams=["team-a", "team-b"], queue_backend="kueue"), ["queues-fair"])[0]
+    assert fail.status == "FAIL" and "run playbooks/queues.yml" in fail.summary
