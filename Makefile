@@ -29,6 +29,7 @@ build/collections: | $(STAMP)
 	ln -sfn $(CURDIR) build/collections/ansible_collections/skaffon/gpu_platform
 
 demo: $(STAMP) build/collections
+	scripts/system_deps.sh prometheus
 	$(BIN)/python scripts/demo.py
 
 test: sanity lint unit integration molecule package

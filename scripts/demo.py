@@ -36,6 +36,7 @@ KAI_CHART = os.path.join(SHARED, "upstream", "kai-scheduler", "charts", "kai-sch
 KERNEL = "6.8.0-45-generic"
 HOSTS = {"gpu-h100-1": "h100", "gpu-h100-2": "h100", "gpu-l40s-1": "l40s"}
 FROM, TO = "v26.3.3", "v26.7.0"
+CLUSTER = {}      # the simulated cluster's kubeconfig, for the demo's own kubectl calls
 
 
 def fail(msg):
@@ -96,8 +97,8 @@ def start_cluster(kubeconfig):
     return proc, url
 
 
-def overlay(work, roots):
-    """How this machine reaches the example's hosts and charts; nothing about the platform itself."""
+def overlay(work, roots, kubeconfig):
+    """How this machine reaches the example's cluster, hosts and charts; nothing about the platform itself."""
     inv = os.path.join(work, "overlay")
     os.makedirs(os.path.join(inv, "group_vars"))
     os.makedirs(os.path.join(inv, "host_vars"))
@@ -105,6 +106,7 @@ def overlay(work, roots):
         yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": dict((h, None) for h in HOSTS)}}}}, handle)
     promtool = shutil.which("promtool")
     settings = {
+        "gpu_platform_kubeconfig": kubeconfig,         # the cluster, for every role and playbook
         "ansible_connection": "local", "ansible_become": False,
         "ansible_python_interpreter": os.path.join(BIN, "python"),
         "node_prereqs_prepare_host": False,           # the hosts are captures: nothing to install
@@ -127,34 +129,38 @@ def overlay(work, roots):
 
 
 def kget(env, *args):
-    out = subprocess.run([os.path.join(BIN, "kubectl"), "get", *args, "-o", "json"], env=env,
+    out = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", CLUSTER["kubeconfig"], "get", *args,
+                          "-o", "json"], env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
 
 def start_prometheus(work, env, sim_url):
-    """A real Prometheus scraping each GPU node's simulated exporter, with the installed rules."""
+    """A real Prometheus scraping each GPU node's simulated DCGM exporter and kube-state-metrics
+    (which a site gets from kube-prometheus-stack; the demo runs its pod), with the installed rules."""
     sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-    from prometheus import BINARY, Prometheus   # the test suite's runner (loopback, temp data dir)
+    # the test suite's runner (loopback, temp data dir) and its scrape config of the simulated cluster
+    from prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
     if BINARY is None:
-        print("demo: no prometheus binary (Debian package prometheus): monitoring-alert will FAIL")
-        return None
+        # make demo installs it (scripts/system_deps.sh); run by hand, stop before the checks, with the fix
+        fail("no prometheus binary (Debian package prometheus), which the monitoring-alert check needs: "
+             "run `make demo`, or `apt-get install -y prometheus` as root")
     rules = kget(env, "prometheusrules", "-A")["items"]
     groups = [g for r in rules for g in r["spec"]["groups"]]
     for group in groups:
         group["interval"] = "1s"
-    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
-        env, "pods", "-A", "-l", "app=nvidia-dcgm-exporter")["items"])
-    host = sim_url.split("//")[1]
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": [{
-        "job_name": "dcgm-%s" % node, "honor_labels": True, "metrics_path": "/_sim/dcgm/%s/metrics" % node,
-        "static_configs": [{"targets": [host], "labels": {
-            "node": node, "job": "nvidia-dcgm-exporter", "pod": pod, "container": "nvidia-dcgm-exporter"}}]}
-        for node, pod in sorted(exporters.items())]}
+    subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", CLUSTER["kubeconfig"], "apply", "-f", "-"],
+                   env=env, check=True, capture_output=True, text=True,
+                   input=json.dumps(kube_state_metrics_deployment("monitoring")))
+    Prometheus.wait(lambda: [p for p in kget(env, "pods", "-n", "monitoring", "-l", KSM_SELECTOR)["items"]
+                             if p["status"].get("phase") == "Running"], 60, "kube-state-metrics Running")
+    config = scrape_config(sim_url, kget(env, "pods", "-A")["items"])
+    exporters = [c for c in config["scrape_configs"] if c["job_name"].startswith("dcgm-")]
     prom = Prometheus(os.path.join(work, "prometheus"), config, groups)
     prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(exporters), 60,
               "every exporter scraped")
-    print("demo: Prometheus at %s scrapes %d DCGM exporters" % (prom.url, len(exporters)))
+    prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
+    print("demo: Prometheus at %s scrapes %d DCGM exporters and kube-state-metrics" % (prom.url, len(exporters)))
     return prom
 
 
@@ -168,15 +174,18 @@ def main():
     for host, kind in HOSTS.items():
         roots[host] = os.path.join(work, "hosts", host)
         (h100_with_host_driver if kind == "h100" else l40s_without_driver)(roots[host])
-    kubeconfig = os.path.join(work, "kubeconfig")
+    kubeconfig = CLUSTER["kubeconfig"] = os.path.join(work, "kubeconfig")
     proc, sim_url = start_cluster(kubeconfig)
-    env = dict(os.environ, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig,
+    # The playbooks reach the cluster through the overlay inventory's gpu_platform_kubeconfig, as at a
+    # site; the environment names no cluster (a stray KUBECONFIG of this machine must not be used).
+    env = dict(((k, v) for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("K8S_AUTH_")),
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
                ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"), ANSIBLE_DISPLAY_SKIPPED_HOSTS="false")
-    inventory = ["-i", os.path.join(REPO, "inventories", "example"), "-i", overlay(work, roots)]
+    inventory = ["-i", os.path.join(REPO, "inventories", "example"), "-i", overlay(work, roots, kubeconfig)]
     # kube-prometheus-stack's namespace: Prometheus itself runs on this machine (step 5)
-    subprocess.run([os.path.join(BIN, "kubectl"), "create", "namespace", "monitoring"], env=env, check=True,
+    subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", kubeconfig, "create", "namespace", "monitoring"],
+                   env=env, check=True,
                    capture_output=True)
     report = os.path.join(work, "acceptance")
     upgrade = ["-e", "gpu_operator_chart_version=%s" % TO,

@@ -7,6 +7,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH=$venv/bin:$PATH MOLECULE_PYTHON=$venv/bin/python
 export ANSIBLE_COLLECTIONS_PATH=$repo/build/collections
+# No cluster may come from the environment or ~/.kube/config (HOME is an empty directory below).
+unset KUBECONFIG $(compgen -e | grep '^K8S_AUTH_' || true)
 # The simulated cluster needs the upstream CRDs in ../shared (like the pytest suites,
 # skip with the reason when they are absent).
 crd=$repo/../shared/upstream/gpu-operator/crds/nvidia.com_clusterpolicies.yaml
@@ -21,6 +23,7 @@ work=$(mktemp -d)
 sim=
 cleanup() { [ -n "$sim" ] && kill "$sim" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
+mkdir -p "$work/home"
 
 export MOLECULE_CHART_ARCHIVE=$(cd "$(dirname "$chart")" && pwd)/$(basename "$chart")
 cd "$repo"
@@ -30,7 +33,8 @@ for dir in molecule/*/; do
   sim=$!
   for _ in $(seq 100); do grep -q '^ready ' "$work/ready" 2>/dev/null && break; sleep 0.1; done
   grep -q '^ready ' "$work/ready" || { echo "simcluster did not start" >&2; exit 1; }
-  K8S_AUTH_KUBECONFIG=$work/kubeconfig KUBECONFIG=$work/kubeconfig molecule test -s "$scenario"
+  # the scenario's inventory carries the cluster (molecule.yml group_vars); nothing in the environment
+  MOLECULE_CLUSTER_CONFIG=$work/kubeconfig HOME=$work/home molecule test -s "$scenario"
   kill "$sim"; wait "$sim" 2>/dev/null || true; sim=
   echo "molecule: scenario $scenario passed"
 done

@@ -1,8 +1,15 @@
 """Start the simulated cluster in a subprocess for tests (pytest fixture helpers).
 
     sim = start("default.yaml")          # name in tests/clusters/ or a path
-    sim.url, sim.kubeconfig, sim.env      # env: KUBECONFIG, K8S_AUTH_KUBECONFIG, PATH
+    sim.url, sim.kubeconfig, sim.env      # env: PATH, helm homes, a decoy HOME; no credentials
+    sim.run("kubectl", "get", "nodes")    # the test's own kubectl/helm: --kubeconfig added
     sim.api_client(); sim.dynamic(); sim.stats(); sim.stop()
+
+Playbooks get the credentials the way operators give them: `run_playbook(playbook, sim.env)`
+(tests/integration/playbook.py) adds an inventory source with `gpu_platform_kubeconfig` (the
+environment's `kubeconfig` attribute). The environment itself names no cluster: no KUBECONFIG or
+K8S_AUTH_* variable, and HOME holds a ~/.kube/config that points at a closed loopback port, so a
+module that ignores the inventory's credentials fails instead of finding the cluster by accident.
 
 `fixture()` builds the module-scoped pytest fixture `simcluster`; the cluster
 file comes from `@pytest.mark.cluster("file.yaml")` on the module
@@ -41,6 +48,48 @@ class SimClusterError(RuntimeError):
     pass
 
 
+# Variables through which a kubeconfig, a server or a token could reach a playbook unseen.
+CREDENTIAL_VARS = ("KUBECONFIG",)
+CREDENTIAL_PREFIXES = ("K8S_AUTH_",)
+# A loopback port nothing listens on (discard): a client that reads ~/.kube/config gets "refused".
+DECOY_SERVER = "http://127.0.0.1:9"
+
+
+class ClusterEnv(dict):
+    """A process environment that names no cluster, plus the kubeconfig of the cluster the test
+    started, for the harness to put into an inventory."""
+
+    def __init__(self, *args, kubeconfig=None, **kw):
+        super(ClusterEnv, self).__init__(*args, **kw)
+        self.kubeconfig = kubeconfig
+
+    def copy(self):
+        return ClusterEnv(self, kubeconfig=self.kubeconfig)
+
+
+def clean_environ(environ=None):
+    """os.environ without any variable that could name a cluster or credentials."""
+    environ = os.environ if environ is None else environ
+    return dict((k, v) for k, v in environ.items()
+                if k not in CREDENTIAL_VARS and not k.startswith(CREDENTIAL_PREFIXES))
+
+
+def write_kubeconfig(path, server, name="decoy"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": name,
+                   "clusters": [{"name": name, "cluster": {"server": server}}],
+                   "users": [{"name": name, "user": {"token": "decoy-token"}}],
+                   "contexts": [{"name": name, "context": {"cluster": name, "user": name}}]}, fh)
+    return path
+
+
+def decoy_home(home, server=DECOY_SERVER):
+    """A HOME whose ~/.kube/config points at `server` (by default a port nothing listens on)."""
+    write_kubeconfig(os.path.join(home, ".kube", "config"), server)
+    return home
+
+
 def resolve(name):
     if name is None:
         name = DEFAULT_CLUSTER
@@ -61,14 +110,12 @@ class SimCluster:
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         self.stderr_path = stderr_path
-        env = dict(os.environ)
-        env["KUBECONFIG"] = kubeconfig
-        env["K8S_AUTH_KUBECONFIG"] = kubeconfig
-        env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+        self.env = ClusterEnv(clean_environ(), kubeconfig=kubeconfig)
+        self.env["PATH"] = VENV_BIN + os.pathsep + self.env.get("PATH", "")
+        self.env["HOME"] = decoy_home(os.path.join(workdir, "home"))
         for var, sub in (("HELM_CACHE_HOME", "helm-cache"), ("HELM_CONFIG_HOME", "helm-config"),
                          ("HELM_DATA_HOME", "helm-data")):
-            env.setdefault(var, os.path.join(workdir, sub))
-        self.env = env
+            self.env.setdefault(var, os.path.join(workdir, sub))
 
     def api_client(self):
         from kubernetes import config
@@ -98,8 +145,10 @@ class SimCluster:
             return ""
 
     def run(self, *args, check=True, timeout=120, **kw):
-        """Run a binary (kubectl, helm3, helm4, ...) against this cluster."""
-        res = subprocess.run(list(args), env=self.env, capture_output=True, text=True,
+        """Run a binary (kubectl, helm3, helm4, ...) against this cluster (`--kubeconfig` added)."""
+        argv = list(args)
+        argv[1:1] = ["--kubeconfig", self.kubeconfig]
+        res = subprocess.run(argv, env=self.env, capture_output=True, text=True,
                              timeout=timeout, **kw)
         if check and res.returncode != 0:
             raise SimClusterError("%s failed (%d):\n%s\n%s" % (" ".join(args), res.returncode,

@@ -67,12 +67,38 @@ class PlaybookResult:
             self.rc, self.stats, self.failure_messages(), self.stderr[-2000:])
 
 
+def cluster_inventory(kubeconfig):
+    """An inventory source that says only how the control node reaches the simulated cluster:
+    localhost and the site-wide `gpu_platform_kubeconfig`, as an operator's group_vars/all does.
+    Given before the test's own inventory, so a test that sets credentials itself wins."""
+    inv = os.path.join(os.path.dirname(kubeconfig), "cluster-inventory")
+    if not os.path.isdir(inv):
+        tmp = "%s.%d" % (inv, os.getpid())
+        os.makedirs(os.path.join(tmp, "group_vars"), exist_ok=True)
+        with open(os.path.join(tmp, "hosts.yml"), "w") as fh:
+            json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}, fh)
+        with open(os.path.join(tmp, "group_vars", "all.yml"), "w") as fh:
+            json.dump({"gpu_platform_kubeconfig": kubeconfig}, fh)
+        try:
+            os.rename(tmp, inv)
+        except OSError:      # another worker made it first
+            pass
+    return inv
+
+
 def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, diff=False,
                  limit=None, timeout=600):
-    """ansible-playbook with the JSON callback; `env` is the simcluster fixture's env."""
+    """ansible-playbook with the JSON callback; `env` is the simcluster fixture's env: the cluster
+    reaches the playbook through an inventory (`cluster_inventory`), never the environment."""
     cmd = [os.path.join(BIN, "ansible-playbook"), playbook]
-    # Without an inventory the play targets the control node itself.
-    cmd += ["-i", inventory] if inventory else ["-i", "localhost,", "-c", "local"]
+    kubeconfig = getattr(env, "kubeconfig", None)
+    if kubeconfig:
+        cmd += ["-i", cluster_inventory(kubeconfig)]
+    if inventory:
+        cmd += ["-i", inventory]
+    elif not kubeconfig:
+        # Without an inventory the play targets the control node itself.
+        cmd += ["-i", "localhost,", "-c", "local"]
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     if check:

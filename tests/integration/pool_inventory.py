@@ -85,11 +85,10 @@ def operator_settings(sim, **extra):
         "gpu_operator_chart_source": "archive",
         "gpu_operator_chart_ref": CHART,
         "gpu_operator_helm_binary": os.path.join(BIN, "helm3"),
-        "gpu_operator_kubeconfig": sim.kubeconfig,
+        # once for the site: every role's <role>_kubeconfig defaults to it
+        "gpu_platform_kubeconfig": sim.kubeconfig,
         "gpu_operator_wait_timeout": 60,
         "gpu_operator_wait_stable_for": 2,
-        "node_prereqs_kubeconfig": sim.kubeconfig,
-        "mig_kubeconfig": sim.kubeconfig,
     }
     values.update(extra)
     return values
@@ -155,6 +154,6 @@ WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 
 def env_without_kubeconfig(sim):
-    """The simulator's environment without KUBECONFIG / K8S_AUTH_KUBECONFIG: the playbooks must
-    reach the cluster through the inventory's <role>_kubeconfig (module_defaults) alone."""
-    return dict((k, v) for k, v in sim.env.items() if k not in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"))
+    """The simulator's environment as a plain dict (no harness inventory either): the playbooks
+    reach the cluster through this inventory's gpu_platform_kubeconfig (module_defaults) alone."""
+    return dict(sim.env)
