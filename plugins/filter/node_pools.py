@@ -17,9 +17,10 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-POOL_KEYS = ("accelerator", "topology", "fabric", "workload", "sharing", "trust")
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.pool_labels import (
+    DEFAULT_PREFIX, POOL_KEYS, MixedPrefixError, host_prefix, hosts_label_key, site_prefix)
+
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-DEFAULT_PREFIX = "gpu.skaffon.io/"
 # Kubernetes: label value / name part of a key (<= 63), DNS-1123 subdomain prefix (<= 253).
 LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -119,8 +120,24 @@ def node_taint_list(current, wanted, prefix=DEFAULT_PREFIX):
 
 
 def _host_prefix(hostvars, default_prefix):
-    prefix = hostvars.get("node_prereqs_label_prefix")
-    return default_prefix if prefix in (None, "") else prefix
+    return host_prefix(hostvars, default_prefix)
+
+
+def pool_label_prefix(prefix=None):
+    """The site's pool label prefix: gpu_platform_label_prefix as given, else the default."""
+    return site_prefix(prefix)
+
+
+def pool_label_key(key, hostvars=None, hosts=None, prefix=None, variable=None):
+    """The full key of pool label `key` (trust, accelerator...) as node_prereqs labels `hosts`."""
+    if key not in POOL_KEYS:
+        raise AnsibleFilterError("pool_label_key: %r is not a node-pool key (%s)" % (key, ", ".join(POOL_KEYS)))
+    try:
+        full = hosts_label_key(key, hostvars, list(hosts or ()), prefix, variable)
+    except MixedPrefixError as exc:
+        raise AnsibleFilterError("%s%s" % ("%s: " % variable if variable else "", exc))
+    check_label_prefix(full[:-len(key)], "node_prereqs_label_prefix (or gpu_platform_label_prefix)")
+    return full
 
 
 def gpu_pool_taints(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
@@ -147,6 +164,16 @@ def gpu_node_names(hostvars, hosts):
     return names
 
 
+def node_label_values(nodes, label, default=None):
+    """{node name: value of `label`} of Node objects (a key with dots and '/' cannot go through
+    Jinja's map(attribute=...), which reads dots as a path)."""
+    out = {}
+    for node in nodes or ():
+        meta = (node or {}).get("metadata") or {}
+        out[meta.get("name")] = (meta.get("labels") or {}).get(label, default)
+    return out
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -155,4 +182,7 @@ class FilterModule(object):
             "node_taint_list": node_taint_list,
             "gpu_pool_taints": gpu_pool_taints,
             "gpu_node_names": gpu_node_names,
+            "pool_label_prefix": pool_label_prefix,
+            "pool_label_key": pool_label_key,
+            "node_label_values": node_label_values,
         }

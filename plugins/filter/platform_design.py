@@ -15,7 +15,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_decisi
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
 
-POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix")
+POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix",
+             "gpu_platform_label_prefix")
 
 
 def platform_design(pools, tenants=None, requirements=None, inventory=None, mig_parted_config=None):
@@ -48,7 +49,9 @@ def platform_inventory_pools(groups, hostvars=None, prefix="pool_"):
             if host == hosts[0]:
                 pool["labels"] = plain(values.get("node_prereqs_pool") or {})
                 pool["taints"] = plain(list(values.get("node_prereqs_pool_taints") or []))
-                pool["label_prefix"] = values.get("node_prereqs_label_prefix")
+                # node_prereqs_label_prefix defaults to the site-wide gpu_platform_label_prefix
+                pool["label_prefix"] = (values.get("node_prereqs_label_prefix")
+                                        or values.get("gpu_platform_label_prefix"))
         result[str(group)] = pool
     return result
 

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.pool_labels import host_prefix
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import render
 
 GPU_QUOTA_KEY = upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE
@@ -42,7 +43,7 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
         elif key and (rendered["expected"].get(key) or {}).get("replicas"):
             entry.update(mode="time-slicing", replicas=int(rendered["expected"][key]["replicas"]))
         nodes.append(entry)
-        prefix = hv.get("node_prereqs_label_prefix") or "gpu.skaffon.io/"
+        prefix = host_prefix(hv)
         for taint in hv.get("node_prereqs_pool_taints") or []:
             tol = {"key": _taint_key(taint["key"], prefix), "operator": "Equal", "value": str(taint.get("value", "")),
                    "effect": taint.get("effect", "NoSchedule")}
@@ -66,4 +67,6 @@ def checks_input(hostvars, hosts, time_slicing=None, tenants=None):
     out = gpu_nodes(hostvars, hosts, time_slicing)
     out["quota_team"] = quota_team(tenants)
     out["teams"] = [t["name"] for t in tenants or []]
+    # the teams roles/queues gives a queue (a queue: block); queues-fair picks its two teams among them
+    out["queue_teams"] = [t["name"] for t in tenants or [] if isinstance(t.get("queue"), dict)]
     return out

@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.pool_labels import site_prefix
 
 ALLOCATIONS = ("exclusive", "time-slicing", "mig")
 BACKENDS = ("none", "kai", "kueue")
@@ -177,7 +178,7 @@ def normalize_pools(pools, inventory):
             "hosts": hosts,
             "node_names": list(inv.get("nodes") or hosts),
             "labels": labels,
-            "label_prefix": inv.get("label_prefix") or "gpu.skaffon.io/",
+            "label_prefix": site_prefix(inv.get("label_prefix")),
             "labels_known": inv.get("labels_known", True),
             "taints": list(inv.get("taints") or []),
             "teams": _str_list(where + ".teams", spec.get("teams")),

@@ -42,6 +42,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream impo
     QUEUES_NS_NAME_LABEL,
     VAP_API_VERSION,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.pool_labels import host_prefix
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
@@ -341,10 +342,64 @@ def _preemption(var, value):
     return dict(value)
 
 
-def render_kueue(teams, pools):
+def _quota_caps(tenants, idx):
+    """{resource: (quota key, amount)} of the team's ResourceQuota (tenants_list[idx].quota) on requests."""
+    quota = (tenants[idx] or {}).get("quota") if isinstance(tenants[idx], dict) else None
+    caps = {}
+    for key, value in (quota or {}).items() if isinstance(quota, dict) else ():
+        key = str(key)
+        resource = key[len("requests."):] if key.startswith("requests.") else key if key in ("cpu", "memory") \
+            else None
+        if resource is None:
+            continue
+        try:
+            amount = quantity("tenants_list[%d].quota.%s" % (idx, key), value)
+        except DomainError:
+            continue          # the tenants role refuses it with its own message
+        if resource not in caps or amount < caps[resource][1]:
+            caps[resource] = (key, amount)
+    return caps
+
+
+def _check_borrowing(idx, var, cq, caps):
+    """Refuse a borrowingLimit the team's ResourceQuota makes unusable.
+
+    Kueue admits a Workload by the ClusterQueue's quota alone; its pods are then created in the
+    team namespace, where the ResourceQuota refuses every pod above its hard limit. So a queue
+    can never use more than the quota: GPUs it is allowed to borrow beyond that stay unused by
+    the team, while the Workload holds them as admitted and the Job's pods are refused.
+    """
+    for group in cq["spec"]["resourceGroups"]:
+        for j, flavor in enumerate(group["flavors"]):
+            for row in flavor["resources"]:
+                if "borrowingLimit" not in row or row["name"] not in caps:
+                    continue
+                key, hard = caps[row["name"]]
+                nominal = quantity("nominal", row["nominalQuota"])
+                borrow = quantity("borrowing_limit", row["borrowingLimit"])
+                if borrow > 0 and nominal + borrow > hard:
+                    usable = max(0.0, hard - nominal)
+                    _fail("%s.flavors[%d].resources[%s].borrowing_limit" % (var, j, row["name"]),
+                          row["borrowingLimit"],
+                          "nominal %s + borrowing_limit %s = %s is above the team's ResourceQuota %s: %s "
+                          "(tenants_list[%d].quota), so the namespace admits no pod for %s of it and Kueue would "
+                          "hold borrowed quota the team cannot use" % (
+                              _fmt_q(nominal), _fmt_q(borrow), _fmt_q(nominal + borrow), key, _fmt_q(hard), idx,
+                              _fmt_q(nominal + borrow - hard)),
+                          "lower borrowing_limit to %s, or raise tenants_list[%d].quota['%s'] to %s" % (
+                              _fmt_q(usable), idx, key, _fmt_q(nominal + borrow)))
+
+
+def _fmt_q(v):
+    return str(int(v)) if float(v).is_integer() else "%g" % v
+
+
+def render_kueue(teams, pools, tenants=None):
     cqs, lqs = [], []
-    for _idx, var, team, queue in teams:
+    for idx, var, team, queue in teams:
         cq, lq = _kueue_queue(var, team, queue, pools)
+        if tenants is not None:
+            _check_borrowing(idx, var, cq, _quota_caps(tenants, idx))
         cqs.append(cq)
         lqs.append(lq)
     used = sorted({f["name"] for cq in cqs for rg in cq["spec"]["resourceGroups"] for f in rg["flavors"]})
@@ -457,7 +512,7 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
             _fail("queues_departments", [d.get("name") for d in departments if isinstance(d, dict)],
                   "set with backend kueue", "Kueue groups teams by cohort: use queue.cohort, "
                   "drop queues_departments")
-        objects = render_kueue(teams, pools or {})
+        objects = render_kueue(teams, pools or {}, tenants)
     if teams:
         # the pod-grouper writes default-queue into the PodGroups of unlabelled pods: allowed only when open
         extra = [KAI_DEFAULT_QUEUE] if backend == "kai" and kai_default_queue == "open" else []
@@ -478,7 +533,7 @@ def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
         pool = hv.get("node_prereqs_pool") or {}
         if not pool:
             continue
-        prefix = hv.get("node_prereqs_label_prefix") or default_prefix
+        prefix = host_prefix(hv, default_prefix)
         labels = dict((k if "/" in k else prefix + k, str(v)) for k, v in pool.items())
         taints = []
         for t in hv.get("node_prereqs_pool_taints") or []:

@@ -118,8 +118,16 @@ def compute(util_series, failed_pods, node_pools, prices=None, units=None, busy_
                                            "failed_pod_gpu_hours": 0.0})
         for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_pod_gpu_hours"):
             p[k] = round(p[k] + row[k], 4)
+    # With prices given, a pool without one leaves its teams' cost empty; say which pool and
+    # nodes (a node without the pool label lands in UNKNOWN_POOL) rather than a silent n/a.
+    unpriced = []
+    if prices:
+        for name in sorted(pools):
+            if name not in prices:
+                nodes = sorted(set(n for row in out_rows if row["pool"] == name for n in row["nodes"]))
+                unpriced.append({"pool": name, "nodes": nodes})
     return {"rows": out_rows, "teams": [teams[k] for k in sorted(teams)],
-            "pools": [pools[k] for k in sorted(pools)], "queue_wait": queue_wait,
+            "pools": [pools[k] for k in sorted(pools)], "queue_wait": queue_wait, "unpriced": unpriced,
             "busy_percent": busy_percent, "idle_percent": idle_percent, "sample_interval": sample_interval}
 
 
@@ -159,6 +167,11 @@ def markdown(report, start, end, currency="", unit_name="unit", chart=None):
         lines.append("| %s | %s | %s | %s | %s |" % (
             p["pool"], _fmt(p["allocated_gpu_hours"]), _fmt(p["busy_gpu_hours"]),
             _fmt(p["idle_gpu_hours"]), _fmt(p["failed_pod_gpu_hours"])))
+    for u in report.get("unpriced") or ():
+        lines += ["", "No price for pool %s (nodes %s): no cost for its GPU hours. %s" % (
+            u["pool"], ", ".join(u["nodes"]) or "-",
+            "The nodes carry no pool label (usage_report_pool_label)." if u["pool"] == UNKNOWN_POOL
+            else "Add it to usage_report_prices.")]
     lines += ["", "## Queue wait", ""]
     if report["queue_wait"]:
         lines += ["| queue | mean admission wait (s) |", "|---|---:|"]

@@ -183,6 +183,10 @@ def run(module):
                 module.warn("matplotlib not installed: no chart (pip install matplotlib)")
         finally:
             os.remove(tmp)
+    for u in report["unpriced"]:
+        module.warn("no price for node pool %r (nodes %s): its GPU hours have no cost; %s" % (
+            u["pool"], ", ".join(u["nodes"]), "the nodes carry no pool label (usage_report_pool_label)"
+            if u["pool"] == ur.UNKNOWN_POOL else "add the pool to the prices"))
     md = ur.markdown(report, _iso(start), _iso(end), p["currency"], p["unit_name"], chart)
     changed |= _write(base + ".md", md.encode(), module.check_mode)
     changed |= _write(base + ".csv", ur.csv_text(report).encode(), module.check_mode)

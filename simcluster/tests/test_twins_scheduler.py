@@ -81,11 +81,13 @@ def test_reasons_aggregate_taints_affinity_and_resources(cluster):
 def test_tolerations_and_required_node_affinity_are_honoured(cluster):
     c = cluster
     _with_gpus(c)
-    c.store.merge_patch("nodes", None, "gpu-l40s-1", {"spec": {"taints": [
+    # the pool's taint and accelerator label, as node_prereqs puts them on the node
+    c.store.merge_patch("nodes", None, "gpu-l40s-1", {"metadata": {"labels": {"gpu.skaffon.io/accelerator": "l40s"}},
+                                                      "spec": {"taints": [
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}})
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "node-pool", "operator": "In", "values": ["l40s"]}]}]}}}
+            {"key": "gpu.skaffon.io/accelerator", "operator": "In", "values": ["l40s"]}]}]}}}
     c.store.create("pods", pod("l40s", gpus=1, affinity=affinity,
                                tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists",
                                              "effect": "NoSchedule"}]))

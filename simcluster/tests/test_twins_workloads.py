@@ -134,7 +134,9 @@ def test_daemonset_node_selector_and_taints(cluster):
 
 def test_daemonset_template_change_replaces_pods(cluster):
     c = cluster
-    c.store.create("daemonsets.apps", _ds("agent", node_selector={"node-pool": "h100"}))
+    # the pool label node_prereqs puts on the node (a cluster file carries none)
+    c.store.merge_patch("nodes", None, "gpu-h100-1", {"metadata": {"labels": {"gpu.skaffon.io/accelerator": "h100"}}})
+    c.store.create("daemonsets.apps", _ds("agent", node_selector={"gpu.skaffon.io/accelerator": "h100"}))
     c.wait(lambda: _ds_status(c, "agent").get("numberReady") == 1)
     first = c.pods("apps", "agent-")[0]["metadata"]["name"]
     c.store.merge_patch("daemonsets.apps", "apps", "agent", {"spec": {"template": {"metadata": {

@@ -54,9 +54,9 @@ def cluster(tmp_path_factory):
             pytest.skip("%s not found (../shared absent)" % path)
     work = tmp_path_factory.mktemp("monitoring")
     spec = {"crds": CRDS, "nfd": "preinstalled", "nodes": [
-        {"name": "gpu-h100-1", "host_driver": "550.54.15", "labels": {"node-pool": "h100"},
+        {"name": "gpu-h100-1", "host_driver": "550.54.15", "labels": {"gpu.skaffon.io/accelerator": "h100"},
          "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 2, "memory_mib": 81559, "mig_capable": True}},
-        {"name": "gpu-l40s-1", "host_driver": "550.54.15", "labels": {"node-pool": "l40s"},
+        {"name": "gpu-l40s-1", "host_driver": "550.54.15", "labels": {"gpu.skaffon.io/accelerator": "l40s"},
          "gpus": {"model": "NVIDIA-L40S", "count": 2, "memory_mib": 46068, "mig_capable": False}},
         {"name": "cpu-1"}]}
     (work / "cluster.yaml").write_text(yaml.safe_dump(spec))

@@ -345,7 +345,7 @@ def test_egress_to_listed_namespaces_and_cidrs(cluster):
 def test_drift_is_repaired_and_reported(cluster):
     api = core(cluster)
     api.patch_namespaced_resource_quota("tenant-quota", "team-nlp", {"spec": {"hard": {
-        "requests.nvidia.com/gpu": "60", "requests.nvidia.com/mig-1g.10gb": "7"}}})
+        "requests.nvidia.com/gpu": "60", "requests.nvidia.com/mig-2g.20gb": "7"}}})
     api.patch_namespace("team-nlp", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged",
                                                              "owner": "someone"}}})
     cluster.reset_stats()
@@ -355,7 +355,8 @@ def test_drift_is_repaired_and_reported(cluster):
     assert {"object": "ResourceQuota team-nlp/tenant-quota", "fields": ["spec"]} in out["drift"]
     assert {"object": "Namespace team-nlp", "fields": ["metadata.labels"]} in out["drift"]
     hard = api.read_namespaced_resource_quota("tenant-quota", "team-nlp").spec.hard
-    assert hard["requests.nvidia.com/gpu"] == "6" and "requests.nvidia.com/mig-1g.10gb" not in hard
+    assert hard["requests.nvidia.com/gpu"] == "0" and "requests.nvidia.com/mig-2g.20gb" not in hard
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "14"
     labels = api.read_namespace("team-nlp").metadata.labels
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     assert labels["owner"] == "someone"             # not ours: kept

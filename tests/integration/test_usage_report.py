@@ -1,8 +1,10 @@
 """playbooks/usage_report.yml against a real Prometheus holding simulated history.
 
 Four hours of DCGM exporter samples (one a minute) are backfilled with
-`promtool tsdb create-blocks-from openmetrics`; node pools come from the simulated
-cluster's node labels. The expected numbers are worked out by hand below.
+`promtool tsdb create-blocks-from openmetrics`; node pools come from the nodes'
+accelerator label, which the test sets through the API as node_prereqs would
+(the cluster file carries no pool label: nothing real would put one there). The
+expected numbers are worked out by hand below.
 """
 import csv
 import datetime
@@ -26,6 +28,20 @@ from prometheus import BINARY, Prometheus  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("default.yaml")]
 PROMTOOL = shutil.which("promtool")
+KUBECTL = os.path.join(REPO, ".venv", "bin", "kubectl")
+# node_prereqs_pool.accelerator of each GPU host (inventories/example), as the role labels the node
+ACCELERATOR = {"gpu-h100-1": "h100", "gpu-l40s-1": "l40s"}
+
+
+def label_pools(sim, prefix):
+    for node, accelerator in ACCELERATOR.items():
+        sim.run(KUBECTL, "label", "node", node, "--overwrite", "%saccelerator=%s" % (prefix, accelerator))
+
+
+@pytest.fixture(scope="module")
+def pools(simcluster):
+    label_pools(simcluster, "gpu.skaffon.io/")
+    return simcluster
 STEP = 60
 HOURS = 4
 
@@ -91,7 +107,8 @@ def history(tmp_path_factory):
         prom.stop()
 
 
-def test_report_numbers_by_hand(simcluster, history):
+def test_report_numbers_by_hand(pools, history):
+    simcluster = pools
     prom, t0, work = history
     dest = work / "report"
     iso = datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -150,7 +167,8 @@ def test_report_names_the_url_when_prometheus_does_not_answer(simcluster, histor
     assert "usage_report_prometheus_url" in msg and "127.0.0.1:9" in msg
 
 
-def test_check_mode_writes_nothing(simcluster, history):
+def test_check_mode_writes_nothing(pools, history):
+    simcluster = pools
     prom, t0, work = history
     res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, check=True, extra_vars={
         "usage_report_prometheus_url": prom.url, "usage_report_start": str(t0),
@@ -158,3 +176,34 @@ def test_check_mode_writes_nothing(simcluster, history):
     assert res.rc == 0 and res.changed() == 1, res
     assert res.task_results("Query Prometheus and write the report")[0]["teams"][0]["allocated_gpu_hours"] == 6.0
     assert not (work / "dry").exists()
+
+
+def test_pools_follow_the_sites_label_prefix(pools, history, tmp_path):
+    """A site with its own prefix: the report reads <prefix>accelerator, the label node_prereqs writes there."""
+    simcluster = pools
+    prom, t0, _work = history
+    label_pools(simcluster, "gpu.example.org/")
+    try:
+        # the old prefix's labels go, as node_prereqs removes labels under a prefix it no longer owns
+        for node in ACCELERATOR:
+            simcluster.run(KUBECTL, "label", "node", node, "gpu.skaffon.io/accelerator-")
+        res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, extra_vars={
+            "gpu_platform_label_prefix": "gpu.example.org/", "usage_report_prometheus_url": prom.url,
+            "usage_report_start": str(t0), "usage_report_end": str(t0 + HOURS * 3600),
+            "usage_report_dest": str(tmp_path / "r")})
+        assert res.rc == 0, res
+        out = res.task_results("Query Prometheus and write the report")[0]
+        assert sorted(p["pool"] for p in out["pools"]) == ["h100", "l40s"], out["pools"]
+        assert dict((t["team"], t["cost"]) for t in out["teams"]) == {"team-a": 24.0, "team-b": 4.5}
+        # and a node without the label is named, not silently left unpriced
+        simcluster.run(KUBECTL, "label", "node", "gpu-l40s-1", "gpu.example.org/accelerator-")
+        res = run_playbook(PLAYBOOK, simcluster.env, inventory=INVENTORY, extra_vars={
+            "gpu_platform_label_prefix": "gpu.example.org/", "usage_report_prometheus_url": prom.url,
+            "usage_report_start": str(t0), "usage_report_end": str(t0 + HOURS * 3600),
+            "usage_report_dest": str(tmp_path / "r2")})
+        assert res.rc == 0, res
+        out = res.task_results("Query Prometheus and write the report")[0]
+        assert dict((t["team"], t["cost"]) for t in out["teams"]) == {"team-a": 24.0, "team-b": None}
+        assert "No price for pool (no pool label) (nodes gpu-l40s-1)" in (tmp_path / "r2" / "gpu-usage.md").read_text()
+    finally:
+        label_pools(simcluster, "gpu.skaffon.io/")

@@ -54,3 +54,26 @@ def test_gpu_pool_taints_across_hosts_unique_with_each_hosts_prefix():
         {"key": PREFIX + "workload", "value": "training", "effect": "NoSchedule"},
         {"key": "example.org/pool", "value": "x", "effect": "NoExecute"}]
     assert F["gpu_node_names"]({"a": {"node_prereqs_node_name": "a.example"}}, ["a", "b"]) == ["a.example", "b"]
+
+
+def test_pool_label_key_follows_the_prefix_the_hosts_are_labelled_with():
+    key = F["pool_label_key"]
+    assert F["pool_label_prefix"](None) == PREFIX and F["pool_label_prefix"]("site.example/") == "site.example/"
+    assert key("trust") == PREFIX + "trust"                                           # no hosts: the default
+    assert key("trust", {}, [], "site.example/") == "site.example/trust"              # the caller's site prefix
+    hv = {"a": {"node_prereqs_label_prefix": "example.org/"}, "b": {"gpu_platform_label_prefix": "example.org/"},
+          "c": {"gpu_platform_label_prefix": "site.example/", "node_prereqs_label_prefix": "example.org/"}}
+    assert key("trust", hv, ["a", "b", "c"]) == "example.org/trust"
+    assert key("accelerator", {"d": {}}, ["d"], "site.example/") == "site.example/accelerator"
+    with pytest.raises(AnsibleFilterError, match=r"gpu_operator_time_slicing_trust_label: the GPU hosts are labelled "
+                       r"under different node_prereqs_label_prefix values \(example.org/ on a; gpu.skaffon.io/ on d\)"):
+        key("trust", {"a": hv["a"], "d": {}}, ["a", "d"], variable="gpu_operator_time_slicing_trust_label")
+    with pytest.raises(AnsibleFilterError, match="'pool' is not a node-pool key"):
+        key("pool")
+    with pytest.raises(AnsibleFilterError, match="must end with '/'"):
+        key("trust", {"a": {"node_prereqs_label_prefix": "example.org"}}, ["a"])
+
+
+def test_node_label_values_reads_keys_with_dots_and_slashes():
+    nodes = [{"metadata": {"name": "a", "labels": {PREFIX + "accelerator": "h100"}}}, {"metadata": {"name": "b"}}]
+    assert F["node_label_values"](nodes, PREFIX + "accelerator", "-") == {"a": "h100", "b": "-"}

@@ -33,6 +33,17 @@ def test_unknown_node_goes_to_no_pool():
     assert "N/A: Prometheus has no queue backend metrics" in ur.markdown(rep, "s", "e")
 
 
+def test_priced_report_names_the_pools_without_a_price():
+    util = [series("n1", "a", "t1", [90]), series("n9", "b", "t1", [90]), series("n2", "c", "t2", [90])]
+    rep = ur.compute(util, set(), {"n1": "h100", "n2": "l40s"}, {"h100": 4.0}, sample_interval=3600)
+    assert rep["unpriced"] == [{"pool": ur.UNKNOWN_POOL, "nodes": ["n9"]}, {"pool": "l40s", "nodes": ["n2"]}]
+    md = ur.markdown(rep, "s", "e")
+    assert "No price for pool (no pool label) (nodes n9): no cost for its GPU hours. The nodes carry no pool " \
+           "label (usage_report_pool_label)." in md
+    assert "No price for pool l40s (nodes n2): no cost for its GPU hours. Add it to usage_report_prices." in md
+    assert ur.compute(util, set(), {}, sample_interval=3600)["unpriced"] == []   # no prices: nothing to say
+
+
 @pytest.mark.parametrize("args, setting", [
     ((0, {}, {}, 10, 5, 15), "usage_report_end"),
     ((3600, {"h100": "4"}, {}, 10, 5, 15), "usage_report_prices"),
