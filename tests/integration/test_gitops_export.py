@@ -1,4 +1,5 @@
 """playbooks/gitops_export.yml from an inventory shaped like inventories/example (group_vars per pool)."""
+import json
 import os
 
 import pytest
@@ -135,3 +136,87 @@ def test_export_validates_against_the_crds_and_kubernetes_schemas(tmp_path):
                 kubernetes_validate.validate(doc, "1.35.0", strict=True)
     assert {"Application", "Namespace", "ResourceQuota", "NetworkPolicy", "RoleBinding", "ConfigMap", "Node",
             "Queue", "PrometheusRule"} <= kinds
+
+
+# --- The Application deploys what the install deploys ------------------------------------------------
+# One inventory shaped like inventories/example (the H100 pool tainted workload=training, the L40S pool
+# nvidia.com/gpu=present), time-slicing on the L40S, the DCGM exporter values of roles/monitoring, a
+# mirror: gpu_operator.yml installs the real chart into the simulated cluster, then the export and the
+# image list are rendered from the same inventory. Argo CD reads the chart from the site's Helm
+# repository, so the export is told that source (-e); the values do not depend on it.
+
+GPU_OPERATOR = os.path.join(REPO, "playbooks", "gpu_operator.yml")
+IMAGES = os.path.join(REPO, "playbooks", "images.yml")
+MIRROR = "mirror.example:5000/nvidia"
+TIME_SLICING = {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}}
+PROMETHEUS_CRDS = [os.path.join(SHARED, "prometheus-operator", "crds", "monitoring.coreos.com_%s.yaml" % name)
+                   for name in ("prometheusrules", "servicemonitors")]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(sim, inventory, the values the release got from gpu_operator.yml)."""
+    from pool_inventory import BIN, cluster_file, need_shared, write_inventory
+    from simcluster import testing
+    from test_gpu_operator import plan_for
+    need_shared()
+    for path in PROMETHEUS_CRDS:
+        if not os.path.exists(path):
+            pytest.skip("%s not found (../shared next to the repository)" % path)
+    work = tmp_path_factory.mktemp("gitops-same-values")
+    spec_path = cluster_file(str(work / "cluster.yaml"))
+    spec = yaml.safe_load(open(spec_path))
+    spec["crds"] += PROMETHEUS_CRDS          # the monitoring role checks them before the operator gets its values
+    open(spec_path, "w").write(yaml.safe_dump(spec))
+    sim = testing.start(spec_path, str(work / "run"))
+    try:
+        kubectl, helm = os.path.join(BIN, "kubectl"), os.path.join(BIN, "helm3")
+        sim.run(kubectl, "create", "namespace", "monitoring")
+        inv = write_inventory(work / "inv", sim, all_vars={
+            "gpu_operator_driver_plan": plan_for(spec["nodes"]),
+            "gpu_operator_time_slicing": TIME_SLICING,
+            "gpu_operator_image_mirror": MIRROR,
+            "monitoring_namespace": "monitoring",
+            "monitoring_promtool_check": False,
+            "gitops_repo_url": "https://git.example/platform/gitops.git",
+        })
+        res = run_playbook(GPU_OPERATOR, sim.env, inventory=inv)
+        assert res.rc == 0, res
+        got = sim.run(helm, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json")
+        yield sim, inv, json.loads(got.stdout)
+    finally:
+        sim.stop()
+
+
+def test_exported_application_values_are_the_values_helm_got(installed, tmp_path):
+    sim, inv, helm_values = installed
+    # what the values must carry for this inventory, or the comparison below proves little
+    tolerations = helm_values["daemonsets"]["tolerations"]
+    assert {"key": "gpu.skaffon.io/workload", "operator": "Equal", "value": "training",
+            "effect": "NoSchedule"} in tolerations, tolerations
+    assert helm_values["operator"]["upgradeCRD"] is False
+    assert helm_values["devicePlugin"]["config"]["name"] == "time-slicing-config"
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in helm_values["dcgmExporter"]["config"]["data"]
+
+    out = tmp_path / "gitops"
+    sim.reset_stats()
+    res = run_playbook(PLAYBOOK, sim.env, inventory=inv, extra_vars={
+        "gitops_export_dir": str(out), "gpu_operator_chart_source": "repo", "gpu_operator_chart_ref": "gpu-operator"})
+    assert res.rc == 0, res
+    assert sim.stats()["total"] == 0, sim.stats()          # the export reads nothing from the cluster
+    app = yaml.safe_load((out / "apps" / "01-gpu-platform-gpu-operator.yaml").read_text())
+    assert app["spec"]["source"]["helm"]["valuesObject"] == helm_values
+
+
+def test_image_list_is_rendered_from_the_values_helm_got(installed, tmp_path):
+    sim, inv, helm_values = installed
+    out = tmp_path / "images"
+    res = run_playbook(IMAGES, sim.env, inventory=inv, extra_vars={"images_output_dir": str(out)})
+    assert res.rc == 0, res
+    assert yaml.safe_load((out / "gpu-operator-values-mirror.yaml").read_text()) == helm_values
+    upstream = yaml.safe_load((out / "gpu-operator-values-upstream.yaml").read_text())
+    assert MIRROR not in json.dumps(upstream)                           # the same values, without the mirror
+    assert upstream["daemonsets"]["tolerations"] == helm_values["daemonsets"]["tolerations"]
+    assert upstream["dcgmExporter"]["config"] == helm_values["dcgmExporter"]["config"]
+    pairs = dict(line.split(" ") for line in (out / "images.txt").read_text().splitlines())
+    assert all(dest.startswith(MIRROR + "/") for dest in pairs.values()), pairs
