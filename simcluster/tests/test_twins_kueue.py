@@ -209,3 +209,25 @@ def test_controller_whose_image_the_mirror_lacks_queues_nothing():
         c.settle()
         assert c.store.list(WL, "team-a") == []
         assert not c.store.get("jobs.batch", "team-a", "train")["spec"].get("suspend")
+
+
+def test_a_flavor_the_pods_node_selector_rules_out_is_skipped(kq):
+    # a second flavor first in the queue, for nodes labelled l40s: a pod selecting h100 must get flavor h100
+    kq.store.create("resourceflavors.kueue.x-k8s.io", {
+        "apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "l40s"},
+        "spec": {"nodeLabels": {"gpu.skaffon.io/accelerator": "l40s"}}})
+    cq = kq.store.get(CQ, None, "team-a")
+    cq["spec"]["resourceGroups"][0]["flavors"].insert(0, {"name": "l40s", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": 4}]})
+    kq.store.update(CQ, cq)
+    pinned = job("pinned", "team-a", 1)
+    pinned["spec"]["template"]["spec"]["nodeSelector"] = dict(POOL)
+    kq.store.create("jobs.batch", pinned)
+    kq.wait(lambda: len(kq.running("team-a", "pinned")) == 1, what="the pinned job runs on its flavor")
+    assigned = kq.workload("team-a", "pinned")["status"]["admission"]["podSetAssignments"][0]["flavors"]
+    assert assigned == {"nvidia.com/gpu": "h100"}
+    # no selector: the first flavor that fits, as before
+    kq.store.create("jobs.batch", job("free", "team-a", 1))
+    kq.wait(lambda: (kq.workload("team-a", "free") or {}).get("status", {}).get("admission"), what="admitted")
+    assert kq.workload("team-a", "free")["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
+        "nvidia.com/gpu": "l40s"}
