@@ -356,6 +356,12 @@ class QueueProbe(object):
         if len(found) < 2:
             return Result(CHECK, FAIL, "backend %s: the cluster has no queue for %s although tenants_list gives "
                           "them a queue: block: run playbooks/queues.yml" % (self.backend, ", ".join(missing)))
+        # a team whose ResourceQuota admits no GPU (a MIG-only team: requests.nvidia.com/gpu 0) never competes
+        closed = [t for t in found if self.quota_room(t) == 0]
+        found = [t for t in found if t not in closed]
+        if len(found) < 2:
+            return Result(CHECK, SKIP, "fewer than two teams with a queue may use %s: the ResourceQuota of %s admits "
+                          "none (tenants_list[].quota)" % (upstream.GPU_RESOURCE, ", ".join(closed)))
         if self.backend == "kai":
             return self.run_kai(found, queues)
         return self.run_kueue(found, queues)
@@ -369,7 +375,10 @@ class QueueProbe(object):
         return None
 
     def run_kai(self, found, queues):
-        a, b = found[0], found[1]
+        # siblings first: the split below is how KAI divides between queues of one parent
+        pairs = [(queues[x]["spec"].get("parentQueue") != queues[y]["spec"].get("parentQueue"), i, x, y)
+                 for i, x in enumerate(found) for y in found[i + 1:]]
+        a, b = min(pairs)[2:]
         evidence = []
         self.find_pool()
         skipped = self._idle(evidence)
