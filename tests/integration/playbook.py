@@ -94,8 +94,9 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
     kubeconfig = getattr(env, "kubeconfig", None)
     if kubeconfig:
         cmd += ["-i", cluster_inventory(kubeconfig)]
-    if inventory:
-        cmd += ["-i", inventory]
+    # one inventory source or several (a site's inventory, then an overlay), in that order
+    for source in [inventory] if isinstance(inventory, str) else inventory or []:
+        cmd += ["-i", source]
     elif not kubeconfig:
         # Without an inventory the play targets the control node itself.
         cmd += ["-i", "localhost,", "-c", "local"]
