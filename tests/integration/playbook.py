@@ -86,6 +86,23 @@ def cluster_inventory(kubeconfig):
     return inv
 
 
+# What a play of an operator's own sets so that every Kubernetes module (both collections') uses
+# the inventory's cluster; the one-task plays of the tests start with it.
+CLUSTER_DEFAULTS = """\
+  module_defaults:
+    group/skaffon.gpu_platform.k8s:
+      kubeconfig: "{{ gpu_platform_kubeconfig }}"
+"""
+
+
+def task_play(path, module, args, name="under test"):
+    """Write a one-task play for localhost (the module with `args`), with CLUSTER_DEFAULTS."""
+    with open(str(path), "w") as fh:
+        fh.write("- hosts: localhost\n  gather_facts: false\n" + CLUSTER_DEFAULTS +
+                 "  tasks:\n    - name: %s\n      %s: %s\n" % (name, module, json.dumps(args)))
+    return str(path)
+
+
 def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, diff=False,
                  limit=None, timeout=600):
     """ansible-playbook with the JSON callback; `env` is the simcluster fixture's env: the cluster
@@ -95,9 +112,10 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
     if kubeconfig:
         cmd += ["-i", cluster_inventory(kubeconfig)]
     # one inventory source or several (a site's inventory, then an overlay), in that order
-    for source in [inventory] if isinstance(inventory, str) else inventory or []:
+    sources = [inventory] if isinstance(inventory, str) else list(inventory or [])
+    for source in sources:
         cmd += ["-i", source]
-    elif not kubeconfig:
+    if not sources and not kubeconfig:
         # Without an inventory the play targets the control node itself.
         cmd += ["-i", "localhost,", "-c", "local"]
     if extra_vars:

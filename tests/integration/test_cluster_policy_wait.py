@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from playbook import run_playbook
+from playbook import run_playbook, task_play
 
 SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
 CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
@@ -81,11 +81,9 @@ def crashing(tmp_path_factory):
 
 
 def wait(sim, tmp_path, **args):
-    play = tmp_path / "wait.yml"
     args = dict({"name": "gpus", "operator_namespace": NS, "timeout": 60}, **args)
-    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: wait\n"
-                    "      skaffon.gpu_platform.cluster_policy_wait: %s\n" % json.dumps(args))
-    res = run_playbook(str(play), sim.env, timeout=300)
+    play = task_play(tmp_path / "wait.yml", "skaffon.gpu_platform.cluster_policy_wait", args, name="wait")
+    res = run_playbook(play, sim.env, timeout=300)
     out = res.task_results("wait")
     assert out, res
     return out[0]

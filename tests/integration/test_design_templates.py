@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from playbook import REPO, run_playbook
+from playbook import CLUSTER_DEFAULTS, REPO, run_playbook
 
 INVENTORY = os.path.join(REPO, "tests", "integration", "design_inventory")
 EXAMPLE = os.path.join(REPO, "inventories", "example")
@@ -151,6 +151,7 @@ def test_the_design_feeds_the_mig_role(designed):
 ROLE_VALUES_PLAY = """\
 - hosts: localhost
   gather_facts: false
+""" + CLUSTER_DEFAULTS + """\
   tasks:
     - name: Read the nodes as the gpu_operator role does
       kubernetes.core.k8s_info:

@@ -10,7 +10,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import MigConfigError, MigConfigurator
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import K8sMigApi
 
-from playbook import run_playbook
+from playbook import run_playbook, task_play
 
 OPERATOR_NS = "gpu-operator"
 
@@ -145,8 +145,5 @@ def run_mig(sim, nodes, profile, drain=False, timeout=30, verify_timeout=10, evi
 
 def run_module_playbook(sim, tmp_path, args, check=False, diff=False):
     """One mig_config task through real ansible-playbook (JSON callback)."""
-    play = os.path.join(str(tmp_path), "mig.yml")
-    with open(play, "w") as fh:
-        fh.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                 "    - name: mig_config\n      skaffon.gpu_platform.mig_config: %s\n" % json.dumps(args))
+    play = task_play(os.path.join(str(tmp_path), "mig.yml"), "skaffon.gpu_platform.mig_config", args, name="mig_config")
     return run_playbook(play, sim.env, check=check, diff=diff)
