@@ -118,7 +118,14 @@ def rbac_resource(kind):
     return plural(base) + ("/" + sub.lower() if sub else "")
 
 
-def forbidden_hint(verb, kind, namespace):
+def forbidden_hint(verb, kind, namespace, message=""):
+    """A 403 is the authorizer's (RBAC) unless the message is the ResourceQuota or Pod Security
+    admission plugin's: they answer 403 too, and the fix is then not a Role."""
+    if "exceeded quota" in message or "failed quota" in message:
+        return ("the namespace's ResourceQuota refused it: raise the quota, lower the request, or give the "
+                "pod the requests the quota counts (a LimitRange default supplies missing ones)")
+    if "violates PodSecurity" in message:
+        return "the namespace's Pod Security level refuses this pod spec (see the message for the fields)"
     rbac_verb = {"GET": "get", "LIST": "list", "WATCH": "watch", "CREATE": "create", "PATCH": "patch",
                  "APPLY": "patch", "REPLACE": "update", "DELETE": "delete"}.get(verb, verb.lower())
     scope = ("in namespace %s (a Role)" % namespace) if namespace else "cluster-wide (a ClusterRole)"
@@ -160,13 +167,14 @@ class Kube(object):
                             hint="its CRD is not installed (or the apiVersion is wrong)", url=self.url)
         status = getattr(exc, "status", None)
         if isinstance(status, int) and status > 0:
-            hint = forbidden_hint(verb, kind, namespace) if status == 403 else STATUS_HINTS.get(status)
+            message = _server_message(exc)
+            hint = forbidden_hint(verb, kind, namespace, message) if status == 403 else STATUS_HINTS.get(status)
             if status >= 500 and status not in STATUS_HINTS:
                 hint = STATUS_HINTS[500]
             if status >= 500 and verb not in READ_VERBS:
                 hint = WRITE_5XX_HINT
             return ApiError(verb, kind, name, namespace, status=status, reason=getattr(exc, "reason", None),
-                            message=_server_message(exc), hint=hint, url=self.url)
+                            message=message, hint=hint, url=self.url)
         message, hint = _transport(exc, verb)
         return ApiError(verb, kind, name, namespace, status=None, message=message, hint=hint, url=self.url)
 

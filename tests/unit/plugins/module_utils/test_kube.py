@@ -66,6 +66,25 @@ def test_forbidden_names_verb_object_and_rbac_verb():
     assert sleeps == []
 
 
+@pytest.mark.parametrize("message,hint", [
+    # kube-apiserver's quota admission (plugin/pkg/admission/resourcequota) answers 403, not RBAC
+    ('pods "probe" is forbidden: failed quota: team-a: must specify requests.cpu for: probe',
+     "ResourceQuota refused it"),
+    ('pods "probe" is forbidden: exceeded quota: team-a, requested: requests.nvidia.com/gpu=1, '
+     'used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4', "ResourceQuota refused it"),
+    ('pods "probe" is forbidden: violates PodSecurity "restricted:latest": privileged', "Pod Security level"),
+    ('pods is forbidden: User "alice" cannot create resource "pods" in API group "" in the namespace "team-a"',
+     "RBAC verb 'patch' on pods in namespace team-a"),
+])
+def test_forbidden_hint_follows_who_refused(message, hint):
+    k = kube([FakeApiException(403, "Forbidden", message)], [])[0]
+    with pytest.raises(ApiError) as err:
+        k.patch("v1", "Pod", "probe", {"metadata": {}}, namespace="team-a")
+    assert hint in str(err.value)
+    if "RBAC" not in hint:
+        assert "RBAC" not in str(err.value)
+
+
 def test_read_retries_429_with_retry_after_then_succeeds():
     sleeps = []
     k, res = kube([FakeApiException(429, "Too Many Requests", "slow down", {"Retry-After": "2"}),
