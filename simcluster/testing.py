@@ -145,9 +145,11 @@ class SimCluster:
             return ""
 
     def run(self, *args, check=True, timeout=120, **kw):
-        """Run a binary (kubectl, helm3, helm4, ...) against this cluster (`--kubeconfig` added)."""
+        """Run a binary against this cluster: kubectl and helm get `--kubeconfig`; anything else
+        (ansible-playbook) must name the cluster itself, as the environment names none."""
         argv = list(args)
-        argv[1:1] = ["--kubeconfig", self.kubeconfig]
+        if os.path.basename(argv[0]).startswith(("kubectl", "helm")):
+            argv[1:1] = ["--kubeconfig", self.kubeconfig]
         res = subprocess.run(argv, env=self.env, capture_output=True, text=True,
                              timeout=timeout, **kw)
         if check and res.returncode != 0:

@@ -1,5 +1,6 @@
 """kubernetes.core modules (as the collection uses them) against the simulated API."""
 
+import json
 import os
 import shutil
 import sys
@@ -13,6 +14,9 @@ pytestmark = pytest.mark.slow
 PLAYBOOK = """\
 - hosts: localhost
   gather_facts: false
+  module_defaults:
+    group/kubernetes.core.k8s:
+      kubeconfig: "{{ cluster_kubeconfig }}"
   tasks:
     - kubernetes.core.k8s:
         definition: {apiVersion: v1, kind: Namespace, metadata: {name: kcore}}
@@ -64,10 +68,12 @@ def test_kubernetes_core_modules(simcluster, tmp_path):
     python = os.path.join(VENV_BIN, "python")
     book = tmp_path / "play.yml"
     book.write_text(PLAYBOOK)
-    res = simcluster.run(exe, str(book), "-i", "localhost,", "-c", "local",
-                         "-e", "ansible_python_interpreter=" + (python if os.path.exists(python)
-                                                               else sys.executable),
-                         check=False, timeout=300)
+    # the cluster in the inventory, as the collection's users give it
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "cluster_kubeconfig": simcluster.kubeconfig,
+        "ansible_python_interpreter": python if os.path.exists(python) else sys.executable}}}}))
+    res = simcluster.run(exe, str(book), "-i", str(inventory), check=False, timeout=300)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     # check mode used dryRun=All and server-side apply went through PATCH
     assert simcluster.stats()["by_resource"]["configmaps"].get("patch", 0) >= 1

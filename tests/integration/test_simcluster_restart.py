@@ -212,8 +212,7 @@ def test_restart_mid_install_then_rerun_converges(tmp_path, reference, when):
         if rerun.rc != 0 and any("interrupted, and Helm refuses" in m for m in rerun.failure_messages()):
             # the kill left the release pending-install: the role says so and names the fix; do it
             assert any("helm uninstall gpu-operator -n %s" % NS in m for m in rerun.failure_messages()), rerun
-            subprocess.run([os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS], env=sim.env,
-                           capture_output=True, check=True)
+            sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
             rerun = play(sim, inv)
         assert rerun.rc == 0, rerun
         converged = objects(sim)
@@ -223,11 +222,8 @@ def test_restart_mid_install_then_rerun_converges(tmp_path, reference, when):
         assert again.rc == 0, again
         assert again.changed() == 0, again
         assert objects(sim) == converged        # nothing rewritten or recreated
-        releases = json.loads(subprocess.run(
-            [os.path.join(BIN, "helm3"), "list", "-n", NS, "-o", "json"], env=sim.env,
-            capture_output=True, text=True, check=True).stdout)
-        every = subprocess.run([os.path.join(BIN, "helm3"), "list", "-a", "-n", NS], env=sim.env,
-                               capture_output=True, text=True, check=False).stdout
+        releases = json.loads(sim.run(os.path.join(BIN, "helm3"), "list", "-n", NS, "-o", "json").stdout)
+        every = sim.run(os.path.join(BIN, "helm3"), "list", "-a", "-n", NS, check=False).stdout
         assert [(r["name"], r["status"]) for r in releases] == [("gpu-operator", "deployed")], every
     finally:
         sim.stop()
