@@ -192,6 +192,19 @@ class KueueQuota(object):
         return bounds, total
 
 
+# A team namespace's ResourceQuota on cpu/memory refuses a pod that states none (and a team need not
+# have a LimitRange to default them): the probe pods state a small amount of both.
+PROBE_RESOURCES = {"cpu": "10m", "memory": "32Mi"}
+
+
+def _probe_resources(pod):
+    container = pod["spec"]["containers"][0]
+    limits = dict(container["resources"].get("limits") or {})
+    limits.update(PROBE_RESOURCES)
+    container["resources"] = {"limits": limits, "requests": dict(limits)}
+    return pod
+
+
 class QueueProbe(object):
     def __init__(self, ctx, test_pod):
         self.ctx = ctx
@@ -276,7 +289,8 @@ class QueueProbe(object):
 
     # -- workloads ------------------------------------------------------------------------
     def job(self, team, name, parallelism):
-        pod = self.test_pod(self.ctx, name, {upstream.GPU_RESOURCE: 1}, image=self.ctx.params["probe_image"])
+        pod = _probe_resources(self.test_pod(self.ctx, name, {upstream.GPU_RESOURCE: 1},
+                                             image=self.ctx.params["probe_image"]))
         spec = pod["spec"]
         spec["containers"][0]["args"] = ["pause"]
         labels = {}
@@ -304,8 +318,8 @@ class QueueProbe(object):
         self.ctx.kube.create(group)
         self.ctx.track(group)
         for i in range(size):
-            pod = self.test_pod(self.ctx, "%s-%d" % (name, i), {upstream.GPU_RESOURCE: 1},
-                                image=self.ctx.params["probe_image"])
+            pod = _probe_resources(self.test_pod(self.ctx, "%s-%d" % (name, i), {upstream.GPU_RESOURCE: 1},
+                                                 image=self.ctx.params["probe_image"]))
             pod["metadata"]["namespace"] = team
             pod["metadata"]["labels"][upstream.KAI_QUEUE_LABEL] = team
             pod["metadata"]["annotations"] = {KAI_PODGROUP_ANNOTATION: name, KAI_SKIP_PODGROUPER: "true"}
