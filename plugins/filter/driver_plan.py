@@ -13,10 +13,10 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.driver_plan i
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.driver_plan import driver_plan as _plan
 
 
-def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False, only=None):
+def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False, only=None, group=None):
     try:
         return _plan(hosts, driver_enabled=driver_enabled, toolkit_enabled=toolkit_enabled,
-                     driver_precompiled=driver_precompiled, only=only)
+                     driver_precompiled=driver_precompiled, only=only, group=group)
     except DriverPlanError as exc:
         raise AnsibleFilterError(str(exc))
 

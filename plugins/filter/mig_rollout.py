@@ -82,6 +82,12 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         prefix = var(host, "mig_pool_group_prefix") or ""
         groups = [g for g in (var(host, "group_names") or []) if prefix and g.startswith(prefix)]
         pools[host] = var(host, "mig_pool") or (groups[0] if groups else "ungrouped")
+        # The pool name is compared with, and reported as, the node-pool label value.
+        if not isinstance(pools[host], str) or not PROFILE_RE.match(pools[host]):
+            errors.append("mig_pool of %s is %r, not a label value (up to 63 letters, digits, '-', '_' and "
+                          "'.', starting and ending with a letter or digit): use the pool's node-pool label "
+                          "value such as h100-nvlink-training, or leave mig_pool unset to take the host's "
+                          "%s* group" % (host, pools[host], prefix))
         for name in BOOL_VARS:
             try:
                 value = _bool(var(host, name))

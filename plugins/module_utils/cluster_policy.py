@@ -73,12 +73,18 @@ VALIDATOR_HINT = (
     "the crashing one names the layer that is broken ({containers}); read its log with "
     "kubectl logs -n {ns} {pod} -c {container}" % OPERATOR_VALIDATOR_PREFIX)
 PULL_HINT = (
-    "images cannot be pulled ({pods}): on an air-gapped site every image must exist in the mirror "
+    "images cannot be pulled ({images}): on an air-gapped site every image must exist in the mirror "
     "(gpu_operator_image_mirror rewrites all repositories, including the operator image the CRD upgrade "
     "hook runs) and the pull secrets (gpu_operator_image_pull_secrets) must exist in {ns}")
 PSA_HINT = (
     "namespace {ns} is not labelled %senforce=privileged (has {level!r}): "
     "operand pods are refused by Pod Security Admission; label it before installing the chart" % PSA_LABEL_PREFIX)
+NVML_HINT = (
+    "the device plugin on {node} cannot load NVML, so the driver does not answer inside its container: with a "
+    "host driver run nvidia-smi on {node} (repair or reboot until it answers); with the operator's driver read "
+    "kubectl logs -n {ns} -l app=nvidia-driver-daemonset --field-selector spec.nodeName={node}; in both cases the "
+    "nvidia container runtime must be configured there (toolkit). Then delete the device plugin pod on {node} "
+    "so it starts again")
 TAINT_HINT = (
     "taint {taint} is not tolerated by the operand DaemonSets {daemonsets}: the operator runs no device "
     "plugin there; add a toleration for it to the chart value daemonsets.tolerations")
@@ -137,6 +143,16 @@ def pod_state(pod):
         if waiting and waiting.get("reason"):
             return waiting["reason"], cs.get("name")
     return status.get("phase") or "Unknown", None
+
+
+def pull_failure(pod):
+    """(container, image, message) of the first container whose image cannot be pulled, or None."""
+    status = pod.get("status") or {}
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in WAITING_PULL_FAILURES:
+            return cs.get("name"), cs.get("image"), waiting.get("message")
+    return None
 
 
 def pod_ready(pod):
@@ -242,6 +258,8 @@ def why_no_gpus(name, node, daemonsets, pods, logs=None):
             line = (logs or {}).get(pod["metadata"]["name"])
             why.append("device plugin pod %s is %s%s" % (pod["metadata"]["name"], state,
                                                          (": last log line: %s" % line) if line else ""))
+            if line and "NVML" in line:
+                why.append(NVML_HINT.format(node=name, ns=pod["metadata"].get("namespace") or "<operator namespace>"))
     return why or ["the device plugin registered no GPU resource (allocatable has no %s)" % GPU_RESOURCE]
 
 
@@ -293,17 +311,23 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
         pod_info.append(info)
         if pod_healthy(pod):
             continue
-        lines.append("pod %s/%s on %s: %s%s%s" % (
+        pull = pull_failure(pod)
+        if pull:
+            info["image"], info["pull_error"] = pull[1], pull[2]
+        lines.append("pod %s/%s on %s: %s%s%s%s" % (
             ns, info["name"], info["node"] or "<unscheduled>", state,
             " (container %s)" % container if container else "",
+            (": image %s: %s" % (pull[1] or "<unknown>", pull[2] or "no message")) if pull else "",
             (": last log line: %s" % logs[info["name"]]) if info["name"] in logs else ""))
-        if info["name"].startswith(OPERATOR_VALIDATOR_PREFIX) and state.startswith("Init:"):
+        # a validator that cannot pull its image has no log to read: the pull hint says what to do
+        if info["name"].startswith(OPERATOR_VALIDATOR_PREFIX) and state.startswith("Init:") and not pull:
             crashing_validators.append(info)
     for node, reasons in sorted((nodes or {}).items()):
         lines.append("node %s offers no GPU: %s" % (node, "; ".join(reasons)))
-    pulls = [p["name"] for p in pod_info if p["state"].split(":")[-1] in WAITING_PULL_FAILURES]
+    pulls = [p for p in pod_info if p["state"].split(":")[-1] in WAITING_PULL_FAILURES]
     if pulls:
-        lines.append("hint: " + PULL_HINT.format(pods=", ".join(pulls[:3]), ns=ns))
+        images = sorted(set("%s (pod %s)" % (p.get("image") or "<unknown image>", p["name"]) for p in pulls[:3]))
+        lines.append("hint: " + PULL_HINT.format(images=", ".join(images), ns=ns))
     reason = summary.get("reason")
     if reason in HINTS:
         lines.append("hint: " + HINTS[reason])

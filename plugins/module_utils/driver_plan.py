@@ -93,13 +93,14 @@ def _setting(name, override, auto, overrides, warnings):
 
 
 def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False,
-                only=None):
+                only=None, group=None):
     """Plan driver.enabled / toolkit.enabled and per-node deploy labels.
 
     hosts: mapping host -> hostvars/facts (hostvars works) or a list of
     gpu_node facts dicts carrying a `node` key. `only` limits a mapping to
     those hosts (e.g. groups['gpu_nodes']). driver_enabled/toolkit_enabled:
-    explicit overrides (null = decide from the facts).
+    explicit overrides (null = decide from the facts). group: the inventory group the hosts
+    come from, named when none of them reports a GPU.
     """
     driver_enabled = _bool_or_none("driver_enabled", driver_enabled)
     toolkit_enabled = _bool_or_none("toolkit_enabled", toolkit_enabled)
@@ -240,9 +241,19 @@ def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precomp
         listing = "; ".join("%s on %s" % (v, ", ".join(versions[v])) for v in sorted(versions))
         _warn(issues, "driver_version_drift", host_driver, "host driver versions differ: %s" % listing)
 
-    if not nodes and not missing:
+    if not nodes and not missing and ignored:
+        # Hosts named as GPU nodes that all report none: planning nothing would let the install
+        # carry on with no labels and a readiness wait that checks no node.
+        _issue(issues, "no_gpu_nodes", ignored,
+               "none of the %d host(s) of %s reports an NVIDIA GPU (%s), so there is nothing to plan "
+               "and the GPU Operator would serve no GPU. Likely causes: the facts were read from the "
+               "wrong root (gpu_node_facts_root / node_prereqs_facts_root point at a directory that is "
+               "not the host's /), the group holds hosts that are not the GPU servers, or a typo in the "
+               "group (gpu_operator_gpu_hosts). Fix the root or the group so it lists the GPU servers."
+               % (len(ignored), ("group %s" % group) if group else "the input", ", ".join(sorted(ignored))))
+    elif not nodes and not missing:
         _warn(issues, "no_gpu_nodes", [], "no GPU node in the input: nothing to plan")
-    if ignored:
+    if ignored and nodes:
         _warn(issues, "not_gpu_hosts", ignored, "no NVIDIA GPU found on %s; left out of the plan%s" % (
             ", ".join(ignored), "".join(" (%s: %s)" % (n, ignored_why[n]) for n in sorted(ignored_why))))
 

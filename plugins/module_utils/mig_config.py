@@ -25,6 +25,15 @@ PENDING_CAUSE = (
     "does not report a failure, gpu-operator#2833)")
 
 
+# mig-manager acts on label changes only: after a failure the same profile again is never retried,
+# so the first report says what the re-run would otherwise only say then.
+FAILED_NEXT_STEP = (
+    "A re-run with the same profile stops at once (mig-manager does not retry an unchanged label): fix the "
+    "cause above, then restart the mig-manager pod on %(node)s (it applies the label when it starts; kubectl "
+    "delete pod -n %(ns)s -l app=%(app)s --field-selector spec.nodeName=%(node)s) "
+    "or set another mig_profile first.")
+
+
 class MigConfigError(DomainError):
     """A MIG request that cannot be done (the module base turns it into fail_json)."""
 
@@ -126,11 +135,21 @@ class MigConfigurator(object):
         except (mig.MigError, ValueError) as exc:
             raise MigConfigError("Cannot read the mig-parted config: %s" % exc)
 
+    def known_nodes(self):
+        """' (nodes of the cluster: a, b)' for a message, or '' when they cannot be listed."""
+        try:
+            names = self.api.node_names()
+        except (AttributeError, ApiError):
+            return ""
+        return " (nodes of the cluster: %s)" % ", ".join(sorted(names)) if names else ""
+
     # --------------------------------------------------------------- validation
     def plan_node(self, cluster, name, profile):
         node = self.api.node(name)
         if node is None:
-            raise MigConfigError("Node %s does not exist" % name)
+            raise MigConfigError("Node %s does not exist%s: set mig_node_name (default node_prereqs_node_name, "
+                                 "else the inventory host name) of that host to its Kubernetes node name"
+                                 % (name, self.known_nodes()))
         labels = _labels(node)
         if labels.get(upstream.LABEL_MIG_CAPABLE) != "true":
             raise MigConfigError("Node %s is not MIG capable (label %s=%r): only A30/A100/H100/H200/B200-class GPUs "
@@ -361,11 +380,13 @@ class MigConfigurator(object):
             raise MigConfigError("Node %s: %s was changed to %r by someone else while waiting"
                                  % (name, upstream.LABEL_MIG_CONFIG, _labels(node).get(upstream.LABEL_MIG_CONFIG)))
         raise MigConfigError(
-            "Node %s: mig-manager reports %s=failed for %s. %s%s"
+            "Node %s: mig-manager reports %s=failed for %s. %s%s %s"
             % (name, upstream.LABEL_MIG_CONFIG_STATE, _labels(node).get(upstream.LABEL_MIG_CONFIG),
                self.cluster_says(cluster, name),
-               " The node stays cordoned (kubectl uncordon %s once fixed)." % name if cordoned else ""),
-            events=self.events(name), mig_manager_log=self.mig_manager_log(cluster, name))
+               " The node stays cordoned (kubectl uncordon %s once fixed)." % name if cordoned else "",
+               FAILED_NEXT_STEP % {"node": name, "app": MIG_MANAGER_APP, "ns": cluster["namespace"]}),
+            events=self.events(name), mig_manager_log=self.mig_manager_log(cluster, name),
+            mig_state=upstream.MIG_STATE_FAILED)
 
     def _timeout(self, plan, cluster, node, profile, seen, cordoned):
         name = plan["name"]

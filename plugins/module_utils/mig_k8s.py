@@ -36,6 +36,9 @@ class K8sMigApi(object):
     def node(self, name):
         return self.kube.get("v1", "Node", name)
 
+    def node_names(self):
+        return [n["metadata"]["name"] for n in self.kube.list("v1", "Node")[0]]
+
     def configmap(self, namespace, name):
         return self.kube.get("v1", "ConfigMap", name, namespace)
 

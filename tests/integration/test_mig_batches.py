@@ -83,5 +83,6 @@ def test_failed_node_reports_what_earlier_batches_changed(cluster, tmp_path):
     assert res.rc != 0
     msg = " ".join(res.failure_messages())
     assert "MIG rollout stopped at gpu-h100-6 (profile all-1g.10gb)" in msg, msg
-    assert "Changed before: gpu-h100-3." in msg and "resumes with gpu-h100-6" in msg, msg
+    assert "Changed before: gpu-h100-3." in msg and "resumes" not in msg, msg
+    assert "A re-run with the same profile stops at once" in msg and "restart the mig-manager pod on gpu-h100-6" in msg, msg
     assert labels(cluster, "gpu-h100-3")["nvidia.com/mig.config"] == "all-2g.20gb"

@@ -284,7 +284,7 @@ def test_diagnose_names_a_stuck_operator_rollout():
 def test_diagnose_pull_failure_hint():
     _done, summary = cp.evaluate(policy("notReady", "OperandNotReady", "False", NOT_READY_MSG))
     lines = cp.diagnose(summary, [], [pod("gpu-operator-abc", waiting="ImagePullBackOff")], None)[0]
-    assert any(line.startswith("hint: images cannot be pulled (gpu-operator-abc)") for line in lines)
+    assert any(line.startswith("hint: images cannot be pulled (<unknown image> (pod gpu-operator-abc))") for line in lines)
 
 
 # --- expected nodes: what keeps GPUs off a node ------------------------------------------------
@@ -342,8 +342,9 @@ def test_why_no_gpus_nfd_label_and_crashing_plugin_with_its_last_log_line():
     crashing = pod("nvidia-device-plugin-daemonset-x", node="gpu-1", waiting="CrashLoopBackOff")
     why = cp.why_no_gpus("gpu-1", gpu_node(), [operand_ds("nvidia-device-plugin-daemonset", [])], [crashing],
                          {"nvidia-device-plugin-daemonset-x": "failed to initialize NVML: Unknown Error"})
-    assert why == ["device plugin pod nvidia-device-plugin-daemonset-x is CrashLoopBackOff: last log line: "
-                   "failed to initialize NVML: Unknown Error"]
+    assert why[0] == ("device plugin pod nvidia-device-plugin-daemonset-x is CrashLoopBackOff: last log line: "
+                      "failed to initialize NVML: Unknown Error")
+    assert len(why) == 2 and "cannot load NVML" in why[1]
     assert cp.why_no_gpus("gpu-9", None, [], []) == ["node gpu-9 does not exist"]
 
 
