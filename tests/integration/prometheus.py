@@ -22,7 +22,7 @@ KSM_SELECTOR = "%s=%s" % (KSM_LABEL, KSM_APP)
 KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
 
 
-def kube_state_metrics_deployment(namespace="monitoring"):
+def kube_state_metrics_deployment(namespace="monitoring", image=KSM_IMAGE):
     """The kube-state-metrics Deployment a site gets from kube-prometheus-stack (its subchart's
     names, labels, image, port), which the platform does not install. The simulator's twin
     (simcluster/ksm.py) serves the series only while this pod runs."""
@@ -35,7 +35,7 @@ def kube_state_metrics_deployment(namespace="monitoring"):
                          "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
                                              "seccompProfile": {"type": "RuntimeDefault"}},
                          "containers": [{
-                             "name": "kube-state-metrics", "image": KSM_IMAGE,
+                             "name": "kube-state-metrics", "image": image,
                              "args": ["--port=8080", "--resources=daemonsets,nodes,pods"],
                              "ports": [{"name": "http", "containerPort": 8080}],
                              "securityContext": {"allowPrivilegeEscalation": False,

@@ -5,7 +5,8 @@ pool, label prefix gpu.example.org/) against tests/clusters/airgap-kueue.yaml.
 The committed inventory is used as an operator writes it; a test-only overlay placed after it
 (`-i inventories/airgap-kueue -i <overlay>`, as scripts/demo.py overlays inventories/example)
 says only how this machine reaches the hosts (host roots), the cluster (kubeconfig) and the
-chart archives (../shared). No credential comes from the environment.
+chart archives (../shared). No credential comes from the environment: the environment and
+~/.kube/config name a second simulated cluster (the decoy), which must see no request at all.
 """
 import json
 import os
@@ -16,6 +17,7 @@ import yaml
 
 from inventory import KERNEL, _demo
 from playbook import BIN, REPO, run_playbook
+from simcluster import testing
 
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 INVENTORY = os.path.join(REPO, "inventories", "airgap-kueue")
@@ -90,18 +92,24 @@ def site(simcluster, tmp_path_factory):
     base = tmp_path_factory.mktemp("airgap-kueue")
     roots = dict((host, host_without_driver(str(base / "hosts" / host), dev, n)) for host, (dev, n) in HOSTS.items())
     inventories = [INVENTORY, write_overlay(base, simcluster.kubeconfig, roots)]
-    # credentials only through the inventory: no kubeconfig in the environment, a decoy HOME
-    env = dict((k, v) for k, v in simcluster.env.items() if k not in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"))
-    env["HOME"] = str(base / "home")
-    os.makedirs(env["HOME"])
+    # The operator's machine also knows another cluster: its ~/.kube/config, KUBECONFIG and
+    # K8S_AUTH_KUBECONFIG all name the decoy. Only the inventory's gpu_platform_kubeconfig may count.
+    decoy = testing.start("no-gpu.yaml", str(base / "decoy"))
+    env = dict(simcluster.env)          # a plain dict: run_playbook adds no cluster inventory
+    env["HOME"] = testing.decoy_home(str(base / "home"), decoy.url)
+    env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = decoy.kubeconfig
+    decoy.reset_stats()
     # the site's monitoring stack has its namespace (Prometheus itself runs on this machine)
     simcluster.run(os.path.join(BIN, "kubectl"), "create", "namespace", "observability")
 
     def play(name, **kw):
         return run_playbook(os.path.join(REPO, "playbooks", name), env, inventory=inventories, **kw)
 
-    first = play("site.yml")
-    return {"sim": simcluster, "play": play, "first": first, "base": base}
+    try:
+        first = play("site.yml")
+        yield {"sim": simcluster, "play": play, "first": first, "base": base, "decoy": decoy}
+    finally:
+        decoy.stop()
 
 
 def test_site_builds_the_platform_from_the_inventory(site):
@@ -168,24 +176,25 @@ def verified(site):
 
 
 def start_prometheus(sim, base):
-    """scripts/demo.py's Prometheus: each GPU node's simulated exporter, the installed rules."""
-    from prometheus import BINARY, Prometheus
+    """scripts/demo.py's Prometheus: each GPU node's simulated exporter and kube-state-metrics
+    (the site's monitoring stack brings it; here its pod in the site's monitoring namespace)."""
+    from prometheus import BINARY, KSM_IMAGE, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
     if BINARY is None:
         return None
     groups = [g for r in kget(sim, "prometheusrules", "-A")["items"] for g in r["spec"]["groups"]]
     for group in groups:
         group["interval"] = "1s"
-    exporters = dict((p["spec"]["nodeName"], p["metadata"]["name"]) for p in kget(
-        sim, "pods", "-A", "-l", "app=nvidia-dcgm-exporter")["items"])
-    host = sim.url.split("//")[1]
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": [{
-        "job_name": "dcgm-%s" % node, "honor_labels": True, "metrics_path": "/_sim/dcgm/%s/metrics" % node,
-        "static_configs": [{"targets": [host], "labels": {
-            "node": node, "job": "nvidia-dcgm-exporter", "pod": pod, "container": "nvidia-dcgm-exporter"}}]}
-        for node, pod in sorted(exporters.items())]}
+    sim.run(os.path.join(BIN, "kubectl"), "apply", "-f", "-",
+            # air-gapped: the site mirrors the monitoring stack's images too (path layout)
+            input=json.dumps(kube_state_metrics_deployment("observability", MIRROR + "mirror/" + KSM_IMAGE.split("/", 1)[1])))
+    Prometheus.wait(lambda: [p for p in kget(sim, "pods", "-n", "observability", "-l", KSM_SELECTOR)["items"]
+                             if p["status"].get("phase") == "Running"], 60, "kube-state-metrics Running")
+    config = scrape_config(sim.url, kget(sim, "pods", "-A")["items"])
+    exporters = [c for c in config["scrape_configs"] if c["job_name"].startswith("dcgm-")]
     prom = Prometheus(str(base / "prometheus"), config, groups)
     prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(exporters), 60,
               "every exporter scraped")
+    prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
     return prom
 
 
@@ -206,3 +215,15 @@ def test_site_again_changes_nothing(site, verified):
     assert again.changed() == 0, "site.yml again changed: %s" % again.changed_tasks()
     for host in HOSTS:
         assert again.changed(host) == 0, "site.yml again changed on %s: %s" % (host, again.changed_tasks(host))
+
+
+def test_quota_change_and_nothing_reached_the_decoy(site, verified):
+    """The AWX quota job too, then: the decoy named by ~/.kube/config, KUBECONFIG and
+    K8S_AUTH_KUBECONFIG got no request at all (not even discovery) from any playbook."""
+    quota = site["play"]("quota_increase.yml", extra_vars={
+        "quota_team": "team-genomics", "quota_resource": "requests.cpu", "quota_value": 32,
+        "quota_ticket": "CHG-1"})
+    assert quota.rc == 0 and quota.changed() == 0, (quota, quota.changed_tasks())   # the value it has
+    stats = site["decoy"].stats()
+    assert stats["total"] == 0 and stats["dry_run"]["total"] == 0, (
+        "requests reached the decoy cluster of ~/.kube/config / KUBECONFIG: %s" % stats["by_resource"])
