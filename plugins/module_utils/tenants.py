@@ -20,7 +20,7 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants_registry, upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 MANAGED_BY = "skaffon.gpu_platform"
@@ -47,10 +47,10 @@ KINDS = (
     ("LimitRange", "v1"),
     ("NetworkPolicy", upstream.NETWORKING_API_VERSION),
     ("RoleBinding", upstream.RBAC_API_VERSION),
-)
+) + tenants_registry.KINDS
 
 TEAM_KEYS = ("name", "description", "quota", "limit_range", "pod_security", "groups", "role_bindings",
-             "network", "labels", "annotations", "queue")
+             "network", "labels", "annotations", "queue", "images")
 LIMIT_RANGE_KEYS = {"default": "default", "default_request": "defaultRequest", "max": "max", "min": "min",
                     "max_limit_request_ratio": "maxLimitRequestRatio"}
 NETWORK_KEYS = ("egress_cidrs", "egress_to_namespaces", "ingress_from_namespaces", "allow_same_namespace",
@@ -83,6 +83,7 @@ def default_settings(**overrides):
         "dns_pod_labels": dict(upstream.DNS_POD_LABELS),
         "allow_overcommit": False,
         "common_labels": {},
+        "allowed_registries": [],
     }
     settings.update(dict((k, v) for k, v in overrides.items() if v is not None))
     return settings
@@ -400,6 +401,7 @@ def _check_team(problems, team, entry, settings, cluster):
             problems.add(team, "annotations.%s" % key, annotations[key], "annotation values are strings: quote it")
         if key in (OWNED_KEYS_ANNOTATION, DESCRIPTION_ANNOTATION):
             problems.add(team, "annotations.%s" % key, annotations[key], "set by the role itself")
+    tenants_registry.check(problems, team, entry)
 
 
 def gpu_quota(entry):
@@ -422,6 +424,7 @@ def validate(teams, settings, cluster=None):
     if not _PSA_VERSION.match(str(settings.get("pod_security_version"))):
         problems.items.append("tenants_pod_security_version = %s: use latest or v<major>.<minor>, e.g. v1.35"
                               % _show(settings.get("pod_security_version")))
+    problems.items.extend(tenants_registry.check_site(settings))
     seen = {}
     for index, entry in enumerate(teams):
         if not isinstance(entry, dict):
@@ -591,6 +594,7 @@ def render_team(entry, settings):
                       else (upstream.ROLE_REF_ROLE, extra["role"]))
         objects.append(_role_binding(extra["name"], team, labels, kind, role, _subjects(
             extra.get("groups") or [], extra.get("users") or [], extra.get("service_accounts") or [], team)))
+    objects.extend(tenants_registry.render(entry, settings, lambda name: _meta(name, None, team, labels)))
     return objects
 
 

@@ -84,6 +84,8 @@ def comparable(obj):
                 subject.setdefault("apiGroup", upstream.RBAC_API_GROUP)
             subjects.append(subject)
         body = {"roleRef": obj.get("roleRef"), "subjects": subjects}
+    elif kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        body = {"spec": obj.get("spec") or {}}
     else:
         body = {}
     return _drop_empty(body)
@@ -201,6 +203,7 @@ class TenantsApply(object):
             dns_pod_labels=params.get("dns_pod_labels"),
             allow_overcommit=params.get("allow_overcommit"),
             common_labels=params.get("common_labels"),
+            allowed_registries=params.get("allowed_registries"),
         )
         self.requests = {}
         self.overrides = []   # values a quota change raised that the inventory has not caught up with
@@ -307,6 +310,8 @@ class TenantsApply(object):
             if key in wanted or not self.managed(obj):
                 continue
             team = obj["metadata"]["name"] if key[0] == "Namespace" else key[1]
+            if team is None:        # a cluster-scoped object of a team (its admission policies)
+                team = ((obj["metadata"].get("labels") or {}).get(tenants.TEAM_LABEL))
             if team in names:
                 actions.append(("delete", None, obj, None, []))     # no longer rendered for a listed team
             elif key[0] == "Namespace":

@@ -95,6 +95,15 @@ options:
     description: Labels put on every object of every team (team C(labels) win).
     type: dict
     default: {}
+  allowed_registries:
+    description:
+      - Registry prefixes (host, optional port and path, e.g. C(registry.example:5000/mirror)) the images of a
+        team's pods must start with; a team's C(images.registries) replaces the list for that team. Each team
+        with a non-empty list gets a ValidatingAdmissionPolicy and binding C(skaffon-registries-<team>).
+      - Empty - no registry policy (teams pull from anywhere).
+    type: list
+    elements: raw
+    default: []
   parallel:
     description: Write requests in flight at once.
     type: int
@@ -182,6 +191,7 @@ def argspec():
         dns_namespace=dict(type="str", default="kube-system"),
         dns_pod_labels=dict(type="dict", default={"k8s-app": "kube-dns"}),
         common_labels=dict(type="dict", default={}),
+        allowed_registries=dict(type="list", elements="raw", default=[]),
         parallel=dict(type="int", default=8),
     )
 

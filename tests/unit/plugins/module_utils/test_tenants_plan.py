@@ -250,12 +250,12 @@ def test_apply_then_converged_then_rule_removed():
     kube = FakeKube()
     team = dict(ISSUE_TEAM, quota={"requests.cpu": "4"})
     first = apply(kube, [team])
-    assert first["summary"]["NetworkPolicy"]["created"] == 5 and first["requests"]["LIST"] == 5
+    assert first["summary"]["NetworkPolicy"]["created"] == 5 and first["requests"]["LIST"] == len(tenants.KINDS)  # one LIST per kind
     assert writes_of(kube)[0] == ("CREATE", "Namespace", "team-a")      # the namespace first
     kube.calls = []
     again = apply(kube, [team])
     assert not again["changed"] and writes_of(kube) == []
-    assert [c[0] for c in kube.calls] == ["LIST"] * 5
+    assert [c[0] for c in kube.calls] == ["LIST"] * len(tenants.KINDS)
     kube.calls = []
     fewer = dict(team, network={}, groups={"edit": ["idp-team-a"]})
     result = apply(kube, [fewer])
