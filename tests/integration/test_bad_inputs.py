@@ -20,6 +20,8 @@ PLAYBOOKS = dict((name, os.path.join(REPO, "playbooks", name + ".yml"))
 OLD_CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.3.3.tgz")
 TIME_SLICING = {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}}
 REPORT = os.path.join(REPO, "build", "reports", "bad-inputs.md")
+# in a case's -e: gpu_operator.yml plans from the GPU hosts' facts instead of the fixture's plan
+PLAN_FROM_FACTS = "_plan_from_facts"
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
@@ -83,6 +85,34 @@ CASES = [
      {"all": {"mig_kubeconfig": "/nonexistent/kubeconfig"},
       "pool_h100_nvlink_training": {"mig_profile": "all-1g.10gb"}}, {"mig_batch_size": 1},
      "mig_kubeconfig /nonexistent/kubeconfig does not exist on localhost"),
+    # the GPU hosts' facts read from a root that is no GPU server: every host reports no GPU
+    ("gpu-hosts-without-gpu", "gpu_operator", {"gpu_nodes": {"gpu_node_facts_root": os.path.join(REPO, "docs")}},
+     {PLAN_FROM_FACTS: True}, "none of the 3 host(s) of group gpu_nodes reports an NVIDIA GPU (gpu-h100-1, "
+     "gpu-h100-2, gpu-l40s-1), so there is nothing to plan"),
+    ("mig-pool-not-label-value", "mig",
+     {"pool_h100_nvlink_training": {"mig_profile": "all-1g.10gb", "mig_pool": "H100 Training!"}},
+     {"mig_batch_size": 1}, "mig_pool of gpu-h100-1 is 'H100 Training!', not a label value"),
+    ("chart-archive-missing", "gpu_operator",
+     {"all": {"gpu_operator_chart_ref": "/nonexistent/gpu-operator-v26.7.0.tgz"}}, {},
+     "gpu_operator_chart_ref /nonexistent/gpu-operator-v26.7.0.tgz does not exist on localhost"),
+    ("driver-plan-as-string", "gpu_operator", {}, {"gpu_operator_driver_plan": "auto"},
+     "gpu_operator_driver_plan must be a mapping, the result of the skaffon.gpu_platform.driver_plan filter (e.g."),
+    ("pool-as-string", "node_prereqs", {"pool_l40s_inference": {"node_prereqs_pool": "h100"}}, {},
+     "(a string, not a mapping). Fix the inventory (group_vars of the pool or host_vars), e.g. "
+     "node_prereqs_pool: {accelerator: h100"),
+    ("context-not-in-kubeconfig", "gpu_operator", {"all": {"gpu_operator_context": "prod-cluster"}}, {},
+     "gpu_operator_context 'prod-cluster' is not a context of the kubeconfig"),
+    ("helm-binary-missing", "gpu_operator", {"all": {"gpu_operator_helm_binary": "/opt/helm/bin/helm"}}, {},
+     "gpu_operator_helm_binary /opt/helm/bin/helm is not an executable on localhost"),
+    ("prereqs-kubeconfig-missing", "node_prereqs", {"all": {"node_prereqs_kubeconfig": "/nonexistent/kubeconfig"}},
+     {}, "node_prereqs_kubeconfig /nonexistent/kubeconfig does not exist on localhost"),
+    ("keep-host-driver-without-one", "node_prereqs", {"all": {"node_prereqs_driver_enabled": False}}, {},
+     "node_prereqs_driver_enabled is False (the hosts keep their own driver), but gpu-l40s-1 has no NVIDIA "
+     "driver installed"),
+    ("mig-node-name-unknown", "mig",
+     {"gpu-h100-1": {"mig_node_name": "gpu-h100-9"}, "pool_h100_nvlink_training": {"mig_profile": "all-1g.10gb"}},
+     {"mig_batch_size": 1}, "Node gpu-h100-9 does not exist (nodes of the cluster: cpu-1, gpu-h100-1, gpu-h100-2, "
+     "gpu-l40s-1): set mig_node_name"),
 ]
 
 RESULTS = []
@@ -146,8 +176,8 @@ def test_bad_input(installed, tmp_path, record_property, case, playbook, overrid
     inv = write_inventory(tmp_path, sim, all_vars=dict({"gpu_operator_time_slicing": TIME_SLICING}, **all_vars),
                           pool_vars=pools, host_vars=hosts)
     extra = dict(extra)
-    if playbook == "gpu_operator":
-        extra["gpu_operator_driver_plan"] = plan
+    if playbook == "gpu_operator" and not extra.pop(PLAN_FROM_FACTS, False):
+        extra.setdefault("gpu_operator_driver_plan", plan)
     before = node_labels(sim, "gpu-l40s-1")
     sim.reset_stats()
     res = run_playbook(PLAYBOOKS[playbook], sim.env, inventory=inv, extra_vars=extra)
