@@ -40,7 +40,7 @@ FAULTS = {
 STRUCTURED_FAULTS = ("image_pull_fail", "gpu_xid", "gpu_overheat", "gpu_ecc_dbe")  # not node-name lists
 NFD_MODES = ("operator", "preinstalled", "absent")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "labels", "taints", "cpu", "memory",
+NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "host_toolkit_config", "labels", "taints", "cpu", "memory",
              "pods", "ephemeral_storage", "unschedulable", "role", "mig_config", "machine",
              "container_runtime", "default_runtime", "kernel", "os_image", "annotations"}
 GPU_KEYS = {"model", "count", "memory_mib", "mig_capable"}
@@ -193,6 +193,15 @@ def _node(node, where, seen):
         _err(where + ".host_toolkit", "a host toolkit needs a host driver (host_driver: null)")
     if out["default_runtime"] is None:
         out["default_runtime"] = "nvidia" if out["host_toolkit"] else "runc"
+    # top-level keys of the host's /etc/nvidia-container-runtime/config.toml the twins read
+    tk = node.get("host_toolkit_config") or {}
+    known = ("accept-nvidia-visible-devices-envvar-when-unprivileged",
+             "accept-nvidia-visible-devices-as-volume-mounts")
+    if not isinstance(tk, dict) or set(tk) - set(known) or not all(isinstance(v, bool) for v in tk.values()):
+        _err(where + ".host_toolkit_config", "must map %s to true or false" % " / ".join(known))
+    if tk and not out["host_toolkit"]:
+        _err(where + ".host_toolkit_config", "describes a host toolkit's config.toml: needs host_toolkit: true")
+    out["host_toolkit_config"] = dict(tk)
     labels = node.get("labels") or {}
     if not isinstance(labels, dict):
         _err(where + ".labels", "must be a mapping")

@@ -369,6 +369,26 @@ class Exporter:
                 out[whole[k % len(whole)]].append(holder)
         return out
 
+    def _strays(self, node, devices):
+        """device -> pod using it without an allocation (NVIDIA_VISIBLE_DEVICES honoured by the
+        runtime). The exporter learns pods from the kubelet's pod-resources API, which knows only
+        the device plugin's allocations: the GPU is busy, its series carry no pod."""
+        from .twins import nvidia_runtime
+        facts, policy = self.nodes[node], self._policy()
+        out = {}
+        whole = [d for d in devices if d[1] is None]
+        for pod in self._list("pods"):
+            if pod["spec"].get("nodeName") != node or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            if any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or []):
+                continue  # operands (device plugin, exporter) touch every GPU without using it
+            for c in pod["spec"].get("containers") or []:
+                seen, want, _why = nvidia_runtime.visible(facts, policy, pod, c,
+                                                          nvidia_runtime.cuda_image_env(c.get("image")))
+                for dev in whole[:seen] if seen > want else ():
+                    out.setdefault(dev, pod)
+        return out
+
     # -- the text ---------------------------------------------------------------------------
     def metrics(self, node):
         exporter = self._exporter_pod(node)
@@ -390,6 +410,7 @@ class Exporter:
         label_fields = [f for f, t, _h in fields if t == "label"]
         devices = self._devices(node)
         holders = self._assign(node, devices)
+        strays = self._strays(node, devices)
         elapsed = time.monotonic() - self.started
         series = dict((f, []) for f, t, _h in fields if t != "label")
         with self.lock:
@@ -415,7 +436,8 @@ class Exporter:
                                       container=container)
                     else:
                         labels.update(pod="", namespace="", container="")
-                    values = self._values(node, index, holder, gpus, tdp, elapsed, xid, len(held))
+                    user = holder or ((strays[dev], "") if dev in strays else None)
+                    values = self._values(node, index, user, gpus, tdp, elapsed, xid, len(held))
                     for f in series:
                         if f in values:
                             series[f].append((labels, values[f]))

@@ -23,7 +23,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_valu
 def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                         image_mirror=None, image_mirror_layout="path",
                         image_pull_secrets=None, device_plugin_config=None,
-                        values_overlay=None, pool_taints=None, check_only=False, dcgm_hostengine=None):
+                        values_overlay=None, pool_taints=None, check_only=False, dcgm_hostengine=None,
+                        gpu_access_by_request=None):
     """The chart values; with check_only, the list of input errors instead (empty when fine),
     so the role can show them from a task that does not print the values."""
     try:
@@ -33,7 +34,8 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
             image_mirror_layout=image_mirror_layout or "path",
             image_pull_secrets=image_pull_secrets,
             device_plugin_config=device_plugin_config,
-            values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine)
+            values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
+            gpu_access_by_request=gpu_access_by_request)
     except OperatorValuesError as exc:
         if check_only:
             return [str(exc)]

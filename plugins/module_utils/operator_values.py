@@ -17,8 +17,13 @@ import difflib
 import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.upstream import (
+    DEVICE_LIST_ENVVAR,
+    DEVICE_LIST_STRATEGY_ENV,
+    DEVICE_LIST_VOLUME_MOUNTS,
     MIG_STRATEGIES,
     NFD_SUBCHART,
+    TOOLKIT_ACCEPT_ENVVAR_ENV,
+    TOOLKIT_ACCEPT_MOUNTS_ENV,
 )
 
 # Every image repository of the chart: values path -> upstream default (v26.7).
@@ -333,7 +338,8 @@ def check_driver_crd(values):
 
 def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                     image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
-                    device_plugin_config=None, values_overlay=None, pool_taints=None, dcgm_hostengine=None):
+                    device_plugin_config=None, values_overlay=None, pool_taints=None, dcgm_hostengine=None,
+                    gpu_access_by_request=None):
     """Compute the chart values. Precedence: plan < computed settings < user values
     (an explicit user value is an override); the result is then checked.
 
@@ -380,6 +386,8 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
             "default": device_plugin_config.get("default") or ""}}
 
     values = deep_merge(values, user_values)
+    if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request"):
+        apply_gpu_access_by_request(values)
     check_driver_crd(values)
     _check_plan_overrides(plan, values)
     if pool_taints:
@@ -392,6 +400,44 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
         apply_mirror(values, image_mirror, image_mirror_layout)
     if image_pull_secrets:
         apply_pull_secrets(values, image_pull_secrets)
+    return values
+
+
+def _set_env(values, component, name, value):
+    """Add name=value to <component>.env (Helm replaces lists: the user's entries stay); a user
+    entry with another value is a contradiction, refused with the fix."""
+    env = get_path(values, (component, "env")) or []
+    for entry in env:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            if str(entry.get("value")).lower() != value:
+                raise OperatorValuesError(
+                    "gpu_operator_values.%s.env sets %s=%s, but gpu_operator_gpu_access_by_request is true and "
+                    "needs %s=%s (else a pod that sets NVIDIA_VISIBLE_DEVICES and requests no GPU gets the "
+                    "node's GPUs). Remove the entry, or set gpu_operator_gpu_access_by_request: false."
+                    % (component, name, entry.get("value"), name, value))
+            return
+    set_path(values, (component, "env"), list(env) + [{"name": name, "value": value}])
+
+
+def apply_gpu_access_by_request(values):
+    """GPUs only through the device plugin (docs/security.md): the operator's toolkit ignores
+    NVIDIA_VISIBLE_DEVICES in unprivileged containers and takes the device list from the plugin's
+    volume mounts; without CDI (cdi.enabled=false) the plugin passes devices as volume mounts
+    instead of that variable. With CDI the operator sets the plugin's strategy itself
+    (cdi-annotations,cdi-cri), which does not use the variable."""
+    if get_path(values, ("toolkit", "enabled"), True) is not False:
+        _set_env(values, "toolkit", TOOLKIT_ACCEPT_ENVVAR_ENV, "false")
+        _set_env(values, "toolkit", TOOLKIT_ACCEPT_MOUNTS_ENV, "true")
+    if get_path(values, ("cdi", "enabled"), True) is False:
+        for entry in get_path(values, ("devicePlugin", "env")) or []:
+            if (isinstance(entry, dict) and entry.get("name") == DEVICE_LIST_STRATEGY_ENV
+                    and DEVICE_LIST_ENVVAR in str(entry.get("value")).split(",")):
+                raise OperatorValuesError(
+                    "gpu_operator_values.devicePlugin.env sets %s=%s: with the toolkit ignoring "
+                    "NVIDIA_VISIBLE_DEVICES (gpu_operator_gpu_access_by_request: true) pods would get no GPU "
+                    "through it. Use %s, or set gpu_operator_gpu_access_by_request: false."
+                    % (DEVICE_LIST_STRATEGY_ENV, entry.get("value"), DEVICE_LIST_VOLUME_MOUNTS))
+        _set_env(values, "devicePlugin", DEVICE_LIST_STRATEGY_ENV, DEVICE_LIST_VOLUME_MOUNTS)
     return values
 
 

@@ -187,3 +187,21 @@ KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 MIG_CONFIG_ALL_DISABLED = "all-disabled"           # mig-parted config: whole GPUs
 MIG_CONFIG_ALL_PREFIX = "all-"                     # mig-parted: all-<profile> = max instances per GPU
+
+# --- GPU access only through a request (docs/security.md) --------------------------------
+# NVIDIA Container Toolkit config.toml keys (api/config/v1/config.go; defaults true and false)
+# and the toolkit container's environment variables that set them (cmd/nvidia-ctk-installer).
+TOOLKIT_ACCEPT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+TOOLKIT_ACCEPT_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+TOOLKIT_ACCEPT_ENVVAR_ENV = "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED"
+TOOLKIT_ACCEPT_MOUNTS_ENV = "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS"
+TOOLKIT_CONFIG_FILE = "/etc/nvidia-container-runtime/config.toml"
+# k8s-device-plugin: how it hands the allocated devices to the runtime (README DEVICE_LIST_STRATEGY).
+DEVICE_LIST_STRATEGY_ENV = "DEVICE_LIST_STRATEGY"
+DEVICE_LIST_VOLUME_MOUNTS = "volume-mounts"
+DEVICE_LIST_ENVVAR = "envvar"
+# The variables the runtime reads from a container's environment (CUDA images set both).
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NVIDIA_DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
+# The RuntimeClass the GPU Operator creates for its nvidia runtime handler (toolkit CONTAINERD_RUNTIME_CLASS).
+NVIDIA_RUNTIME_CLASS = "nvidia"

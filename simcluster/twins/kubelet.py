@@ -22,6 +22,7 @@ import hashlib
 import time
 
 from .. import netpol
+from . import nvidia_runtime
 from .util import (clone, gpu_requests, now_iso, parse_quantity, pod_active, set_condition,
                    write_status)
 
@@ -202,7 +203,10 @@ class Kubelet:
         cuda = [c for c in spec.get("containers") or [] if is_cuda_sample(c.get("image"))]
         if cuda:
             name = cuda[0]["name"]
-            if gpu_requests(spec):
+            # what the NVIDIA runtime puts into the container, not what the pod asked for:
+            # NVIDIA_VISIBLE_DEVICES=all without a request gets GPUs where the toolkit honours it
+            seen, _want, _why = nvidia_runtime.pod_sees(self.ctx, pod, cuda[0])
+            if seen:
                 return {"kind": "complete", "exit": 0, "delay": job_delay,
                         "logs": {name: VECTORADD_LOG}}
             return {"kind": "complete", "exit": 1, "delay": job_delay,
