@@ -65,7 +65,7 @@ def load_crds(store, paths):
                 store.create(key, doc, field_manager="simcluster")
 
 
-def start(cluster_path, port=0, host="127.0.0.1", state=None):
+def start(cluster_path, port=0, host="127.0.0.1", state=None, audit_policy=None, audit_log=None):
     """Store + server (+ twins when available). Returns (server, twins handle or None)."""
     if cluster_path and not os.path.isfile(cluster_path):
         raise StartError("cluster file not found: %s" % cluster_path)
@@ -81,6 +81,15 @@ def start(cluster_path, port=0, host="127.0.0.1", state=None):
         except (OSError, ValueError, KeyError) as exc:
             raise StartError("--state %s: %s" % (state, exc)) from exc
     server = APIServer(store, host, port)
+    audit_spec = dict(spec.get("audit") or {})
+    if audit_policy:        # the flags win over the cluster file, as kube-apiserver's own flags
+        audit_spec = {"policy": audit_policy, "log": audit_log or audit_spec.get("log")}
+    if audit_spec.get("policy"):
+        from . import audit
+        try:
+            server.audit = audit.AuditLog(audit.load_policy(audit_spec["policy"]), audit_spec.get("log"))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise StartError("audit policy %s: %s" % (audit_spec["policy"], exc)) from exc
     server.api_faults.replace((spec.get("faults") or {}).get("api_errors") or [])
     load_crds(store, spec.get("crds") or [])
     handle = None
@@ -108,6 +117,8 @@ def main(argv=None):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state", help="keep the objects in FILE across restarts "
                         "(atomic snapshot + journal; resourceVersions continue)")
+    parser.add_argument("--audit-policy-file", help="audit.k8s.io/v1 Policy: write an audit log (GET /_sim/audit)")
+    parser.add_argument("--audit-log-path", help="also append the audit events to FILE (JSON lines)")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -117,7 +128,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        server, handle = start(args.cluster, args.port, args.host, args.state)
+        server, handle = start(args.cluster, args.port, args.host, args.state, args.audit_policy_file,
+                               args.audit_log_path)
     except StartError as exc:
         print("simcluster: cannot start: %s" % " ".join(str(exc).split()), file=sys.stderr)
         return 1

@@ -87,6 +87,14 @@ def validate(data, base_dir=".", source="cluster file"):
         _err("registries", "must be a list of registry hosts (e.g. [registry.local:5000])")
     spec["registries"] = regs
     spec["kubernetes_version"] = str(data.get("kubernetes_version") or "v1.35.0")
+    audit = data.get("audit")
+    if audit is not None:
+        if not isinstance(audit, dict) or not isinstance(audit.get("policy"), str) or set(audit) - {"policy", "log"}:
+            _err("audit", "must be {policy: FILE (an audit.k8s.io/v1 Policy), log: PATH (optional, JSON lines)}")
+        if audit.get("log") is not None and not isinstance(audit["log"], str):
+            _err("audit.log", "must be a file path")
+        spec["audit"] = {"policy": os.path.normpath(os.path.join(base_dir, audit["policy"])),
+                         "log": os.path.normpath(os.path.join(base_dir, audit["log"])) if audit.get("log") else None}
 
     nodes = data.get("nodes")
     if not isinstance(nodes, list) or not nodes:

@@ -204,6 +204,11 @@ class Handler(BaseHTTPRequestHandler):
             sys.stderr.write("simcluster: %s %s ct=%s accept=%s ua=%s\n" % (
                 method, self.path, self.headers.get("Content-Type"), self.headers.get("Accept"),
                 self.headers.get("User-Agent")))
+        audit_log = getattr(self.server, "audit", None)    # simcluster/audit.py, from the cluster file
+        record = None
+        if audit_log is not None and not url.path.startswith("/_sim/"):
+            self._audit_out = (200, b"")
+            record = audit_log.begin(method, url.path, self.path, query, self.headers, body, self.client_address[0])
         try:
             self._route(req)
         except ApiError as exc:
@@ -217,6 +222,8 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             self._send_json(500, ApiError(500, "InternalError",
                                           "Internal error occurred: %s" % exc).status(), req)
+        if record is not None:
+            audit_log.end(record, *self._audit_out, watch=req.flag("watch") or "/watch/" in url.path)
 
     def _send(self, code, body, ctype="application/json", req=None, extra=()):
         head = ["HTTP/1.1 %d %s" % (code, REASONS.get(code, "Unknown")),
@@ -232,6 +239,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             head.append("Connection: close")
         data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace")
+        self._audit_out = (code, body if ctype.startswith("application/json") else b"")
         if self.command != "HEAD":
             data += body
         self.wfile.write(data)
@@ -319,6 +327,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, {"paused_seconds": seconds})
         if parts[:1] == ["dcgm"] and getattr(self.server, "dcgm", None) is not None:
             return self._send(*self.server.dcgm.handle(req.method, parts[1:], req.body))  # simcluster/dcgm.py
+        if parts == ["audit"] and req.method == "GET":
+            if getattr(self.server, "audit", None) is None:
+                raise ApiError(404, "NotFound", "no audit log: the cluster file has no audit: {policy: FILE}")
+            lines = self.server.audit.lines()
+            return self._send(200, ("\n".join(lines) + ("\n" if lines else "")).encode(), "application/x-ndjson")
         if parts[:1] == ["kube-state-metrics"]:
             return self._send(*ksm.handle(self.server.store, req.method, parts[1:]))  # simcluster/ksm.py
         raise _not_found_path()
