@@ -20,7 +20,7 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants_registry, upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants_gpu_access, tenants_registry, upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 MANAGED_BY = "skaffon.gpu_platform"
@@ -84,6 +84,7 @@ def default_settings(**overrides):
         "allow_overcommit": False,
         "common_labels": {},
         "allowed_registries": [],
+        "gpu_access_policy": True,
     }
     settings.update(dict((k, v) for k, v in overrides.items() if v is not None))
     return settings
@@ -595,6 +596,7 @@ def render_team(entry, settings):
         objects.append(_role_binding(extra["name"], team, labels, kind, role, _subjects(
             extra.get("groups") or [], extra.get("users") or [], extra.get("service_accounts") or [], team)))
     objects.extend(tenants_registry.render(entry, settings, lambda name: _meta(name, None, team, labels)))
+    objects.extend(tenants_gpu_access.render(entry, settings, lambda name: _meta(name, None, team, labels)))
     return objects
 
 

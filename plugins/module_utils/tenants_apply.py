@@ -204,6 +204,7 @@ class TenantsApply(object):
             allow_overcommit=params.get("allow_overcommit"),
             common_labels=params.get("common_labels"),
             allowed_registries=params.get("allowed_registries"),
+            gpu_access_policy=params.get("gpu_access_policy"),
         )
         self.requests = {}
         self.overrides = []   # values a quota change raised that the inventory has not caught up with

@@ -104,6 +104,13 @@ options:
     type: list
     elements: raw
     default: []
+  gpu_access_policy:
+    description:
+      - Each team gets a ValidatingAdmissionPolicy and binding C(skaffon-gpu-access-<team>) that refuses pods
+        setting C(NVIDIA_VISIBLE_DEVICES) (other than C(void)/C(none)), or C(NVIDIA_DRIVER_CAPABILITIES) or a
+        hostPath C(/dev)/C(/dev/nvidia*) mount in a container without a GPU request (docs/security.md).
+    type: bool
+    default: true
   parallel:
     description: Write requests in flight at once.
     type: int
@@ -192,6 +199,7 @@ def argspec():
         dns_pod_labels=dict(type="dict", default={"k8s-app": "kube-dns"}),
         common_labels=dict(type="dict", default={}),
         allowed_registries=dict(type="list", elements="raw", default=[]),
+        gpu_access_policy=dict(type="bool", default=True),
         parallel=dict(type="int", default=8),
     )
 

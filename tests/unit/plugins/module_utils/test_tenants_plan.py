@@ -61,7 +61,8 @@ def test_issue_example_is_valid_and_renders_every_object():
         "Namespace/team-a", "ResourceQuota/tenant-quota", "LimitRange/tenant-limits",
         "NetworkPolicy/tenant-default-deny", "NetworkPolicy/tenant-allow-same-namespace",
         "NetworkPolicy/tenant-allow-dns", "NetworkPolicy/tenant-allow-ingress", "NetworkPolicy/tenant-allow-egress",
-        "RoleBinding/tenant-admin", "RoleBinding/tenant-edit", "RoleBinding/tenant-view"])
+        "RoleBinding/tenant-admin", "RoleBinding/tenant-edit", "RoleBinding/tenant-view",
+        "ValidatingAdmissionPolicy/skaffon-gpu-access-team-a", "ValidatingAdmissionPolicyBinding/skaffon-gpu-access-team-a"])
     ns = objs["Namespace/team-a"]["metadata"]
     assert ns["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert ns["labels"]["pod-security.kubernetes.io/audit-version"] == "latest"
