@@ -20,10 +20,11 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
-# The design's eleven checks, in protocol order (ids are fixed: reports and AWX read them).
+# The hand-over checks, in protocol order (ids are fixed: reports and AWX read them).
 CHECK_IDS = (
     "operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
     "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
+    "gpu-access-by-request",
     "runbooks",
 )
 TITLES = {
@@ -38,6 +39,7 @@ TITLES = {
     "update-rehearsed": "Operator upgrade and rollback rehearsed",
     "tenant-isolation": "Teams isolated on the network",
     "runbooks": "Runbooks exist and are linked from the alerts",
+    "gpu-access-by-request": "GPUs only through a resource request",
 }
 
 CHECKS = {}

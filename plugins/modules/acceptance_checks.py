@@ -162,9 +162,11 @@ failed_checks:
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_gpu_access  # noqa: F401 registers its check
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
 
 NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert")
+NEEDS_POD += ("gpu-access-by-request",)
 
 
 def argspec():

@@ -189,6 +189,7 @@ class GpuOperator:
         self.node_labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
                              for n in nodes}
         self._cache_pods()
+        self._runtime_classes()
         if self.spec().get("psa", {}).get("enabled"):
             self._label_namespace()
         has_nfd = any(k.startswith(NFD_PREFIX) for n in nodes
@@ -434,6 +435,29 @@ class GpuOperator:
                 self.ctx.store.delete("services", self.namespace, DCGM_DS)
             except ApiError:
                 pass
+
+    def _runtime_classes(self):
+        """State pre-requisites (assets/pre-requisites/02*_runtime_class*.yaml): RuntimeClass nvidia, and
+        nvidia-cdi / nvidia-legacy only with spec.cdi.enabled (CRD default true)."""
+        store = self.ctx.store
+        cdi = (self.spec().get("cdi") or {}).get("enabled", True) is not False
+        for name in ("nvidia", "nvidia-cdi", "nvidia-legacy"):
+            have = store.get("runtimeclasses.node.k8s.io", None, name)
+            if name != "nvidia" and not cdi:
+                if have is not None:
+                    try:
+                        store.delete("runtimeclasses.node.k8s.io", None, name)
+                    except ApiError:
+                        pass
+                continue
+            if have is None:
+                try:
+                    store.create("runtimeclasses.node.k8s.io", {
+                        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": name,
+                        "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "gpu-operator"},
+                                     "ownerReferences": [owner_ref(self.policy, "ClusterPolicy", "nvidia.com/v1")]}})
+                except ApiError:
+                    pass
 
     def _dcgm_service(self):
         """The Service the exporter reaches its node's host engine through (Local: same node only)."""

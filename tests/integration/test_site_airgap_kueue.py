@@ -31,7 +31,8 @@ PREFIX = "gpu.example.org/"
 HOSTS = {"gpu-h100-m1": ("0x2330", 4), "gpu-h100-m2": ("0x2330", 4), "gpu-l40s-b1": ("0x26b9", 4)}
 L40S_NODE = "gpu-l40s-b1.airgap.example"
 CHECKS = ("operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
-          "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation", "runbooks")
+          "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
+          "gpu-access-by-request", "runbooks")
 
 pytestmark = [pytest.mark.cluster("airgap-kueue.yaml"), pytest.mark.slow, pytest.mark.needs_shared]
 
