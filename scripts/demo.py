@@ -92,7 +92,7 @@ def start_cluster(kubeconfig):
     if not line.startswith("ready "):
         proc.kill()
         fail("simulated cluster did not start (said %r)" % line)
-    url = line.split()[1]
+    url = CLUSTER["url"] = line.split()[1]
     print("demo: simulated cluster at %s, kubeconfig %s" % (url, kubeconfig))
     return proc, url
 
@@ -118,6 +118,8 @@ def overlay(work, roots, kubeconfig):
         "queues_helm_binary": os.path.join(BIN, "helm"),
         "monitoring_promtool_check": bool(promtool), "monitoring_promtool": promtool or "promtool",
         "acceptance_pod_timeout": 90,
+        # where this machine reads the API server's audit log (a site: a copy of --audit-log-path)
+        "acceptance_audit_log": CLUSTER["url"] + "/_sim/audit",
     }
     with open(os.path.join(inv, "group_vars", "all.yml"), "w") as handle:
         yaml.safe_dump(settings, handle)

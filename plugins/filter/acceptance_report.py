@@ -22,9 +22,9 @@ def acceptance_junit(results, meta=None):
     return junit(results, meta or {})
 
 
-def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None):
+def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None):
     try:
-        return checks_input(hostvars, hosts, time_slicing, tenants)
+        return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries)
     except TimeSlicingError as exc:
         raise AnsibleFilterError(str(exc))
 

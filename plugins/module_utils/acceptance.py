@@ -24,6 +24,7 @@ PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 CHECK_IDS = (
     "operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
     "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
+    "registry-policy", "audit-trail",
     "gpu-access-by-request",
     "runbooks",
 )
@@ -38,6 +39,8 @@ TITLES = {
     "monitoring-alert": "Metrics present, a GPU failure fires the alarm",
     "update-rehearsed": "Operator upgrade and rollback rehearsed",
     "tenant-isolation": "Teams isolated on the network",
+    "registry-policy": "Team pods only run images from the allowed registries",
+    "audit-trail": "Job submission and secret access are in the audit log",
     "runbooks": "Runbooks exist and are linked from the alerts",
     "gpu-access-by-request": "GPUs only through a resource request",
 }

@@ -63,10 +63,24 @@ def quota_team(tenants):
     return None
 
 
-def checks_input(hostvars, hosts, time_slicing=None, tenants=None):
+def registry_policies(tenants, allowed_registries=None):
+    """[{namespace, registries, require_digest}] of the teams the tenants role gives a registry policy."""
+    out = []
+    for team in tenants or []:
+        images = team.get("images") if isinstance(team.get("images"), dict) else {}
+        registries = images.get("registries")
+        registries = list(allowed_registries or []) if registries is None else list(registries)
+        if registries:
+            out.append({"namespace": team["name"], "registries": registries,
+                        "require_digest": bool(images.get("require_digest"))})
+    return out
+
+
+def checks_input(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None):
     out = gpu_nodes(hostvars, hosts, time_slicing)
     out["quota_team"] = quota_team(tenants)
     out["teams"] = [t["name"] for t in tenants or []]
     # the teams roles/queues gives a queue (a queue: block); queues-fair picks its two teams among them
     out["queue_teams"] = [t["name"] for t in tenants or [] if isinstance(t.get("queue"), dict)]
+    out["registry_policy"] = registry_policies(tenants, allowed_registries)
     return out

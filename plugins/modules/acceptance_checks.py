@@ -15,8 +15,8 @@ author: skaffon.gpu_platform contributors (@skaffon)
 description:
   - Runs the hand-over checks by their fixed ids (C(operator-healthy), C(gpus-visible), C(cuda-test),
     C(wrong-node-excluded), C(quota-enforced), C(sharing-verified), C(queues-fair), C(monitoring-alert),
-    C(update-rehearsed), C(tenant-isolation), C(runbooks)) in one run and returns PASS, FAIL or SKIP with
-    the evidence of each.
+    C(update-rehearsed), C(tenant-isolation), C(registry-policy), C(audit-trail), C(runbooks)) in one run
+    and returns PASS, FAIL or SKIP with the evidence of each.
   - A failing check does not fail the module; the protocol is written first (role C(acceptance)).
   - Test pods run in O(test_namespace) (created with Pod Security C(restricted) when missing) and are removed
     afterwards, also when a check fails; the namespace is removed when this module created it.
@@ -29,7 +29,8 @@ options:
     type: list
     elements: str
     default: [operator-healthy, gpus-visible, cuda-test, wrong-node-excluded, quota-enforced, sharing-verified,
-              queues-fair, monitoring-alert, update-rehearsed, tenant-isolation, runbooks]
+              queues-fair, monitoring-alert, update-rehearsed, tenant-isolation, registry-policy, audit-trail,
+              runbooks]
   operator_namespace:
     description: Namespace of the GPU Operator.
     type: str
@@ -123,6 +124,25 @@ options:
   alert_runbook_links:
     description: Alert name to C(runbook_url); default - read from the installed PrometheusRules of this collection.
     type: dict
+  registry_policy:
+    description:
+      - The team namespaces with a registry policy (role C(tenants)), for C(registry-policy). Empty - SKIP.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      namespace: {description: The team namespace., type: str, required: true}
+      registries: {description: Its allowed registry prefixes., type: list, elements: str, default: []}
+      require_digest: {description: Only images pinned by digest., type: bool, default: false}
+  audit_log:
+    description:
+      - The API server's audit log for C(audit-trail) - a file on the control node (a copy of kube-apiserver's
+        C(--audit-log-path)) or an http(s) URL serving its JSON lines. Unset - SKIP.
+    type: str
+  audit_log_validate_certs:
+    description: Verify the TLS certificate of an https O(audit_log).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -163,9 +183,12 @@ failed_checks:
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_gpu_access  # noqa: F401 registers its check
+# imported for its @check functions (registry-policy, audit-trail), which fill CHECKS
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_policies  # noqa: F401
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
 
-NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert")
+NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert",
+             "audit-trail")
 NEEDS_POD += ("gpu-access-by-request",)
 
 
@@ -196,6 +219,11 @@ def argspec():
         upgrade_record_file=dict(type="str"),
         runbooks_dir=dict(type="path"),
         alert_runbook_links=dict(type="dict"),
+        registry_policy=dict(type="list", elements="dict", default=[], options=dict(
+            namespace=dict(type="str", required=True), registries=dict(type="list", elements="str", default=[]),
+            require_digest=dict(type="bool", default=False))),
+        audit_log=dict(type="str"),
+        audit_log_validate_certs=dict(type="bool", default=True),
     )
 
 

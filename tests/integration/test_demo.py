@@ -10,7 +10,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 CHECKS = ("operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
           "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
-          "gpu-access-by-request", "runbooks")
+          "registry-policy", "audit-trail", "gpu-access-by-request", "runbooks")
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
