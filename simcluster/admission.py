@@ -448,6 +448,8 @@ def _quota(st, store, resource, obj):
         return
     if resource == "pods":
         delta = quota_mod.pod_usage(obj)
+    elif resource == "persistentvolumeclaims":
+        delta = dict(quota_mod.pvc_usage(obj), **{k: quota_mod.ONE for k in _count_keys(resource)})
     else:
         delta = {k: quota_mod.ONE for k in _count_keys(resource)}
     pods = None
@@ -469,7 +471,9 @@ def _quota(st, store, resource, obj):
         else:
             if not any(k in hard for k in delta):
                 continue
-            used = quota_mod.compute_used(q, [], _object_counts(store, ns, q))
+            pvcs = (_refs(store, "persistentvolumeclaims", ns) if resource == "persistentvolumeclaims"
+                    and any(quota_mod.is_pvc_key(k) for k in hard) else ())
+            used = quota_mod.compute_used(q, [], _object_counts(store, ns, q), pvcs=pvcs)
         why = quota_mod.check(q, delta, used)
         if why:
             plural, group = _split(resource)
@@ -510,8 +514,10 @@ def _refresh_quotas(store, st, ns, names_=None):
                                     for k in (q.get("spec") or {}).get("hard") or {}):
                 pods = _refs(store, "pods", ns)
             try:
+                pvcs = (_refs(store, "persistentvolumeclaims", ns)
+                        if any(quota_mod.is_pvc_key(k) for k in (q.get("spec") or {}).get("hard") or {}) else ())
                 status = quota_mod.status_of(q, pods or [], _object_counts(store, ns, q),
-                                             _usage_getter(st))
+                                             _usage_getter(st), pvcs)
             except (AttributeError, TypeError):
                 continue  # malformed quota stored without admission: leave it alone
             if q.get("status") == status:
@@ -586,6 +592,14 @@ def _handle_event(store, st, event, resource, obj):
             _refresh_quotas(store, st, ns)
         if has_pdb:
             _refresh_pdbs(store, st, ns)
+        return
+    if has_quota and resource == "persistentvolumeclaims":     # counts and storage (a resize too)
+        keys = _count_keys(resource)
+        with st.lock:
+            hit = [qn for qn, q in (st.quotas.get(ns) or {}).items()
+                   if any(k in keys or quota_mod.is_pvc_key(k) for k in (q.get("spec") or {}).get("hard") or {})]
+        if hit:
+            _refresh_quotas(store, st, ns, set(hit))
         return
     if has_quota and event in ("ADDED", "DELETED"):
         keys = _count_keys(resource)

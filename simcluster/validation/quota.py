@@ -106,6 +106,34 @@ def pod_usage(pod):
     return out
 
 
+STORAGE_CLASS_SUFFIX = ".storageclass.storage.k8s.io/"
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+
+
+def is_pvc_key(key):
+    """Keys the PVC evaluator (evaluator/core/persistent_volume_claims.go) tracks beyond its counts."""
+    return key == "requests.storage" or STORAGE_CLASS_SUFFIX in key
+
+
+def pvc_usage(pvc):
+    """{quota key: Quantity} one PersistentVolumeClaim consumes: the count, requests.storage, and both per
+    StorageClass (spec.storageClassName, else the beta annotation)."""
+    spec = pvc.get("spec") or {}
+    out = {"persistentvolumeclaims": ONE, "count/persistentvolumeclaims": ONE}
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    sc = spec.get("storageClassName")
+    if sc is None:
+        sc = ((pvc.get("metadata") or {}).get("annotations") or {}).get(BETA_STORAGE_CLASS)
+    if sc:
+        out[sc + STORAGE_CLASS_SUFFIX + "persistentvolumeclaims"] = ONE
+    if storage is not None:
+        q = _q(storage)
+        out["requests.storage"] = q
+        if sc:
+            out[sc + STORAGE_CLASS_SUFFIX + "requests.storage"] = q
+    return out
+
+
 def pod_counts(pod):
     """QuotaV1Pod: terminal pods stop counting."""
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
@@ -162,12 +190,12 @@ def hard_of(quota):
 
 def _unhandled(key):
     """Keys no evaluator tracks (limits.nvidia.com/gpu, nvidia.com/gpu): never used."""
-    return not (is_pod_key(key) or key.startswith("count/") or key in LEGACY_COUNTS
-                or key.startswith(("requests.storage", "services.")) or key == "storage")
+    return not (is_pod_key(key) or key.startswith("count/") or key in LEGACY_COUNTS or is_pvc_key(key)
+                or key.startswith("services."))
 
 
-def compute_used(quota, pods, counts, usage_of=None):
-    """status.used of one quota. pods: live pods; counts: {count key: number}.
+def compute_used(quota, pods, counts, usage_of=None, pvcs=()):
+    """status.used of one quota. pods: live pods; counts: {count key: number}; pvcs: live claims.
 
     usage_of(pod) may memoize pod_usage (admission caches it per resourceVersion).
     """
@@ -185,6 +213,14 @@ def compute_used(quota, pods, counts, usage_of=None):
             for k in pod_keys:
                 if k in u:
                     used[k] = used[k] + u[k]
+    pvc_keys = [k for k in hard if is_pvc_key(k)]
+    for k in pvc_keys:
+        used[k] = Quantity(0)
+    for pvc in pvcs or ():
+        u = pvc_usage(pvc)
+        for k in pvc_keys:
+            if k in u:
+                used[k] = used[k] + u[k]
     for k in hard:
         if k in used or _unhandled(k):
             continue
@@ -195,9 +231,9 @@ def compute_used(quota, pods, counts, usage_of=None):
     return used
 
 
-def status_of(quota, pods, counts, usage_of=None):
+def status_of(quota, pods, counts, usage_of=None, pvcs=()):
     hard = (quota.get("spec") or {}).get("hard") or {}
-    used = compute_used(quota, pods, counts, usage_of)
+    used = compute_used(quota, pods, counts, usage_of, pvcs)
     return {"hard": dict(hard), "used": {k: str(v) for k, v in sorted(used.items())}}
 
 
