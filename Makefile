@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV   ?= $(CURDIR)/.venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
@@ -17,18 +18,25 @@ all: test
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt tests/requirements.txt scripts/install_k8s_tools.py
+# Two steps, so that `make demo` on a new machine installs only what it runs: the demo's packages
+# with helm/kubectl (downloaded at the same time), then the test tools on top for `make test`.
+$(DEMO_STAMP): requirements.txt tests/requirements-demo.txt scripts/install_k8s_tools.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
-	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN)
+	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
+	  $(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements-demo.txt; pip=$$?; \
+	  wait $$tools && [ $$pip -eq 0 ]
 	touch $@
 
-build/collections: | $(STAMP)
+$(STAMP): $(DEMO_STAMP) tests/requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+build/collections: | $(DEMO_STAMP)
 	mkdir -p build/collections/ansible_collections/skaffon
 	ln -sfn $(CURDIR) build/collections/ansible_collections/skaffon/gpu_platform
 
-demo: $(STAMP) build/collections
+demo: $(DEMO_STAMP) build/collections
 	scripts/system_deps.sh prometheus
 	$(BIN)/python scripts/demo.py
 
