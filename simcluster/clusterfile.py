@@ -45,7 +45,7 @@ NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "host_toolkit_config
              "container_runtime", "default_runtime", "kernel", "os_image", "annotations"}
 GPU_KEYS = {"model", "count", "memory_mib", "mig_capable"}
 TOP_KEYS = {"crds", "nodes", "faults", "timings", "registries", "nfd", "mig_parted_config",
-            "name", "description", "kubernetes_version"}
+            "name", "description", "kubernetes_version", "audit"}
 
 
 class ClusterFileError(ValueError):
