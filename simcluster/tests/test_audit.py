@@ -194,3 +194,13 @@ def test_a_refused_request_is_logged_with_its_status(server):
 def test_no_policy_no_audit_endpoint():
     with InProcess() as srv:
         assert call(srv.url, "GET", "/_sim/audit")[0] == 404
+
+
+def test_cluster_file_audit_key_resolves_against_its_folder_and_refuses_unknown_keys(tmp_path):
+    from simcluster import clusterfile
+    nodes = [{"name": "n1"}]
+    spec = clusterfile.validate({"nodes": nodes, "audit": {"policy": "p.yaml", "log": "logs/a.log"}}, str(tmp_path))
+    assert spec["audit"] == {"policy": str(tmp_path / "p.yaml"), "log": str(tmp_path / "logs" / "a.log")}
+    with pytest.raises(clusterfile.ClusterFileError) as exc:
+        clusterfile.validate({"nodes": nodes, "audit": {"policy": "p.yaml", "path": "x"}}, str(tmp_path))
+    assert "audit: must be {policy: FILE" in str(exc.value)
