@@ -460,7 +460,10 @@ class QueueProbe(object):
                     same = bool((queues[a]["spec"].get("cohortName")) and
                                 queues[a]["spec"].get("cohortName") == queues[b]["spec"].get("cohortName"))
                     pairs.append((not same, i, a, b, common[0]))
-        return min(pairs)[2:] if pairs else None
+        if not pairs:
+            return None
+        _other_cohort, _index, a, b, flavor = min(pairs)
+        return a, b, flavor
 
     def run_kueue(self, found, queues):
         pair = self.kueue_pair(found, queues)
@@ -494,11 +497,10 @@ class QueueProbe(object):
             "%s nominal %s, borrowingLimit %s, lendingLimit %s, in use %s" % (
                 m, _fmt(model.limits(m)[0]), _fmt(model.limits(m)[1]), _fmt(model.limits(m)[2]),
                 _fmt(model.used_now(m))) for m in sorted(set(model.members(name_of[a]) + model.members(name_of[b]))))))
+        wanted = ", ".join("%s=%d" % (t, demand[name_of[t]]) for t in (a, b))
+        ranges = ", ".join("%s %d..%d" % (t, bounds[name_of[t]][0], bounds[name_of[t]][1]) for t in (a, b))
         evidence.append("each team submits one-GPU Jobs up to what its ResourceQuota admits (%s); Kueue should "
-                        "admit %d in all: %s" % (", ".join("%s=%d" % (t, demand[name_of[t]]) for t in (a, b)),
-                                                  total, ", ".join("%s %d..%d" % (t, bounds[name_of[t]][0],
-                                                                                  bounds[name_of[t]][1])
-                                                                   for t in (a, b))))
+                        "admit %d in all: %s" % (wanted, total, ranges))
         gang = self.kueue_gang_plan(model, found, queues, rooms, free)   # before any test pod counts
         # one Workload per Job: interleaved, so neither team is first to borrow what the other is owed
         for i in range(max(demand.values())):
@@ -515,8 +517,8 @@ class QueueProbe(object):
             return (v[0] + v[1] == total and v[2] == want_running and
                     all(bounds[name_of[t]][0] <= n <= bounds[name_of[t]][1] for t, n in zip((a, b), v[:2])))
         got = self.settle(counts, fair, self.ctx.params["pod_timeout"])
-        evidence.append("admitted: %s=%d, %s=%d; running: %d (expected %d)" % (a, got[0], b, got[1], got[2],
-                                                                              want_running))
+        evidence.append("admitted: %s=%d, %s=%d; running: %d (expected %d)"
+                        % (a, got[0], b, got[1], got[2], want_running))
         self.cleanup()
         if not fair(got):
             return Result(CHECK, FAIL, "the shares under scarcity are not what the ClusterQueues promise", evidence)

@@ -240,10 +240,9 @@ def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
 
 
 def test_missing_preconditions_skip_with_the_reason():
-    res = {r.id: r for r in acceptance.run(ctx(FakeKube(), teams=["team-a"], queue_teams=["team-a"],
-                                                queue_backend="kueue"),
-                                            ["queues-fair", "monitoring-alert", "tenant-isolation", "cuda-test",
-                                             "sharing-verified"])}
+    context = ctx(FakeKube(), teams=["team-a"], queue_teams=["team-a"], queue_backend="kueue")
+    ids = ["queues-fair", "monitoring-alert", "tenant-isolation", "cuda-test", "sharing-verified"]
+    res = {r.id: r for r in acceptance.run(context, ids)}
     assert res["monitoring-alert"].status == "SKIP" and "acceptance_prometheus_url" in res["monitoring-alert"].summary
     assert res["tenant-isolation"].status == "SKIP" and "(team-a)" in res["tenant-isolation"].summary
     assert res["queues-fair"].status == "SKIP" and "fewer than two teams have a queue" in res["queues-fair"].summary

@@ -55,8 +55,12 @@ def run(kube):
                                         test_namespace="gpu-acceptance", gpu_nodes=[{"name": NODE}], pod_timeout=1,
                                         prometheus_url="http://prom:9090", alert_timeout=5, tolerations=[]),
                              clock=iter(range(1000)).__next__, sleep=lambda s: None)
-    wait_for = lambda ctx, av, kind, name, ns, pred, timeout: {"status": {"phase": "Succeeded"}}  # noqa: E731
-    pod_log = lambda ctx, ns, name: "Successfully injected field info.\n"  # noqa: E731
+    def wait_for(ctx, av, kind, name, ns, pred, timeout):
+        return {"status": {"phase": "Succeeded"}}
+
+    def pod_log(ctx, ns, name):
+        return "Successfully injected field info.\n"
+
     return Probe(ctx, acceptance_checks.test_pod, wait_for, pod_log).run()
 
 

@@ -74,8 +74,8 @@ def _plugin(log_line):
            "spec": {"nodeName": "gpu-1"},
            "status": {"phase": "Running", "containerStatuses": [
                {"name": "nvidia-device-plugin", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
-    node = {"metadata": {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true",
-                                                      "nvidia.com/gpu.present": "true"}}, "spec": {}}
+    labels = {"feature.node.kubernetes.io/pci-10de.present": "true", "nvidia.com/gpu.present": "true"}
+    node = {"metadata": {"name": "gpu-1", "labels": labels}, "spec": {}}
     return cp.why_no_gpus("gpu-1", node, [], [pod], logs={pod["metadata"]["name"]: log_line})
 
 
