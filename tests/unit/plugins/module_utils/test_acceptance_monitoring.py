@@ -55,6 +55,7 @@ def run(kube):
                                         test_namespace="gpu-acceptance", gpu_nodes=[{"name": NODE}], pod_timeout=1,
                                         prometheus_url="http://prom:9090", alert_timeout=5, tolerations=[]),
                              clock=iter(range(1000)).__next__, sleep=lambda s: None)
+
     def wait_for(ctx, av, kind, name, ns, pred, timeout):
         return {"status": {"phase": "Succeeded"}}
 
