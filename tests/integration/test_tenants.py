@@ -132,9 +132,12 @@ def inventory(tmp_path, teams=None, **settings):
         shutil.rmtree(str(inv))
     (inv / "group_vars" / "all").mkdir(parents=True)
     shutil.copy(os.path.join(EXAMPLE, "hosts.yml"), str(inv / "hosts.yml"))
+    with open(os.path.join(EXAMPLE, "group_vars", "all", "tenants.yml"), encoding="utf-8") as fh:
+        example = yaml.safe_load(fh)
     if teams is None:
-        with open(os.path.join(EXAMPLE, "group_vars", "all", "tenants.yml"), encoding="utf-8") as fh:
-            teams = yaml.safe_load(fh)["tenants_list"]
+        teams = example["tenants_list"]
+    # the site's registries as in the example, so that a run with fewer teams keeps the others' policies
+    settings.setdefault("tenants_allowed_registries", example.get("tenants_allowed_registries"))
     data = dict(settings, tenants_list=teams)
     (inv / "group_vars" / "all" / "tenants.yml").write_text(yaml.safe_dump(data))
     return str(inv)
@@ -220,7 +223,8 @@ def test_onboarding_from_example_inventory(cluster):
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
     assert quota.spec.hard["requests.nvidia.com/mig-1g.10gb"] == "14"
     lr = api.list_namespaced_limit_range("team-vision").items[0]
-    assert lr.spec.limits[0].default_request == {"cpu": "500m", "memory": "2Gi"}
+    assert lr.spec.limits[0].default_request == {"cpu": "500m", "memory": "2Gi", "ephemeral-storage": "1Gi"}
+    assert quota.spec.hard["local-nvme.storageclass.storage.k8s.io/requests.storage"] == "4Ti"
     from kubernetes import client
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
     admin = rbac.read_namespaced_role_binding("tenant-admin", "team-vision")
