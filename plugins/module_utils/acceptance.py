@@ -24,9 +24,7 @@ PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 CHECK_IDS = (
     "operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
     "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
-    "registry-policy", "audit-trail",
-    "gpu-access-by-request",
-    "runbooks",
+    "registry-policy", "audit-trail", "gpu-access-by-request", "runbooks",
 )
 TITLES = {
     "operator-healthy": "GPU Operator healthy",

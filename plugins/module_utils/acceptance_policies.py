@@ -67,8 +67,8 @@ def registry_policy(ctx):
     name = POLICY_PREFIX + ns
     policy = ctx.kube.get(upstream.VAP_API_VERSION, VAP_KIND, name)
     binding = ctx.kube.get(upstream.VAP_API_VERSION, VAP_KIND + "Binding", name)
-    evidence.append("%s %s: %s; binding: %s" % (VAP_KIND, name, "present" if policy else "missing",
-                                               "present" if binding else "missing"))
+    evidence.append("%s %s: %s; binding: %s"
+                    % (VAP_KIND, name, "present" if policy else "missing", "present" if binding else "missing"))
     err = _dry_run(ctx, _pod(ctx, "acceptance-foreign-image", ns, FOREIGN_IMAGE))
     if err is None:
         return Result("registry-policy", FAIL, "a pod with the foreign image %s was admitted in %s%s" % (
@@ -165,8 +165,9 @@ def audit_trail(ctx):
     evidence.append("%d event(s) in the log" % len(events))
     failed = []
     if submitted:
-        images = [c.get("image") for c in ((((submitted.get("requestObject") or {}).get("spec") or {})
-                                              .get("template") or {}).get("spec") or {}).get("containers") or []]
+        job_spec = (submitted.get("requestObject") or {}).get("spec") or {}
+        pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+        images = [c.get("image") for c in pod_spec.get("containers") or []]
         evidence.append("Job create: level %s, HTTP %s%s" % (
             submitted.get("level"), (submitted.get("responseStatus") or {}).get("code"),
             ", image %s on record" % ", ".join(images) if images else ", no request body (image not on record)"))

@@ -30,7 +30,7 @@ options:
     elements: str
     default: [operator-healthy, gpus-visible, cuda-test, wrong-node-excluded, quota-enforced, sharing-verified,
               queues-fair, monitoring-alert, update-rehearsed, tenant-isolation, registry-policy, audit-trail,
-              runbooks]
+              gpu-access-by-request, runbooks]
   operator_namespace:
     description: Namespace of the GPU Operator.
     type: str
@@ -182,9 +182,9 @@ failed_checks:
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_gpu_access  # noqa: F401 registers its check
-# imported for its @check functions (registry-policy, audit-trail), which fill CHECKS
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_policies  # noqa: F401
+# imported for their @check functions (gpu-access-by-request; registry-policy, audit-trail), which fill CHECKS
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_gpu_access  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_policies  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
 
 NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert",

@@ -129,6 +129,29 @@ def test_refused_before_any_write(installed, tmp_path):
     assert kget(sim, "queue", "team-a")["spec"]["resources"]["gpu"]["quota"] == 2
 
 
+@pytest.mark.parametrize("over,expect", [
+    ({"queues_helm_binary": "/nonexistent/helm"},
+     "queues_helm_binary /nonexistent/helm is not an executable on localhost"),
+    ({"queues_chart_ref": "/nonexistent/kai-scheduler-v0.17.0.tgz"},
+     "queues_chart_ref /nonexistent/kai-scheduler-v0.17.0.tgz does not exist on localhost"),
+])
+def test_a_missing_helm_or_chart_archive_is_named_before_any_write(installed, tmp_path, over, expect):
+    sim, _inv, helm, _ = installed
+    if helm != "helm3":
+        pytest.skip("the guard does not depend on the helm client")
+    values = dict(settings(queues_helm_binary=os.path.join(BIN, helm)), **over)
+
+    def writes():
+        verbs = sim.stats()["by_verb"]
+        return sum(verbs.get(v, 0) for v in ("create", "update", "patch", "delete", "deletecollection"))
+    before = writes()
+    res = play(sim, inventory(tmp_path, values))
+    assert res.rc != 0
+    assert any(expect in m for m in res.failure_messages()), res.failure_messages()
+    assert not any("Errno 2" in m or "path \"" in m for m in res.failure_messages())
+    assert res.changed() == 0 and writes() == before
+
+
 def test_quota_lowered_below_use_is_refused_unless_allowed(installed, tmp_path):
     sim, inv, helm, _ = installed
     if helm != "helm3":

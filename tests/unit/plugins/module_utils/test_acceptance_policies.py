@@ -43,7 +43,7 @@ def run(kube, check_id, **params):
 
 
 def test_registry_policy_passes_then_fails_naming_the_cause_when_the_binding_is_gone(cluster):
-    srv, kube, _ = cluster
+    srv, kube = cluster[:2]
     res = run(kube, "registry-policy")
     assert res.status == "PASS", res.evidence
     assert any("image %s is not from a registry allowed in namespace %s (allowed: %s)"
@@ -57,13 +57,13 @@ def test_registry_policy_passes_then_fails_naming_the_cause_when_the_binding_is_
 
 
 def test_registry_policy_fails_when_it_refuses_the_platforms_own_image(cluster):
-    srv, kube, _ = cluster
+    srv, kube = cluster[:2]
     res = run(kube, "registry-policy", cuda_image="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0")
     assert res.status == "FAIL" and "refuses the platform's own image nvcr.io/nvidia" in res.summary
 
 
 def test_registry_policy_skips_without_allowed_registries(cluster):
-    srv, kube, _ = cluster
+    srv, kube = cluster[:2]
     res = run(kube, "registry-policy", registry_policy=registry_policies([{"name": TEAM}], []))
     assert res.status == "SKIP" and "tenants_allowed_registries" in res.summary
 
