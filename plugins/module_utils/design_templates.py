@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig, upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig, storage_retention, upstream
 
 # Our labels: the team label is the one roles/tenants puts on a team's objects.
 TEAM_LABEL = "gpu-platform.skaffon.io/team"
@@ -106,6 +106,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
                 "gang_size": team["needs"]["gang_size"],
                 "gang_annotation": upstream.KAI_BATCH_MIN_MEMBER if backend == "kai" else None,
                 "checkpoint_claim": team["needs"]["checkpoint_claim"],
+                "retention_label": storage_retention.RETENTION_LABEL,
                 "image": image,
                 "inference_image": serve,
             }})
