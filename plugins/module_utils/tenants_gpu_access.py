@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_pod_policy import pod_policy_spec, team_policy
 
 POLICY_PREFIX = "skaffon-gpu-access-"
 SETTING = "gpu_access_policy"
@@ -75,17 +76,8 @@ def policy_spec():
                "': in namespace ' + request.namespace + ' GPUs come only through a resource request "
                "(%s or %s<profile> in resources.limits)'"
                % (rule, upstream.GPU_RESOURCE, upstream.MIG_RESOURCE_PREFIX))
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "matchPolicy": "Equivalent",
-            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced"}],
-        },
-        "variables": variables,
-        "validations": [{"expression": "size(variables.offenders) == 0", "messageExpression": message,
-                         "reason": "Forbidden"}],
-    }
+    return pod_policy_spec(variables, [{"expression": "size(variables.offenders) == 0", "messageExpression": message,
+                                        "reason": "Forbidden"}])
 
 
 def render(entry, settings, meta):
@@ -95,12 +87,4 @@ def render(entry, settings, meta):
         return []
     team = entry["name"]
     name = policy_name(team)
-    policy = {"apiVersion": upstream.VAP_API_VERSION, "kind": "ValidatingAdmissionPolicy",
-              "metadata": meta(name), "spec": policy_spec()}
-    binding = {"apiVersion": upstream.VAP_API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
-               "metadata": meta(name),
-               "spec": {"policyName": name, "validationActions": ["Deny"],
-                        "matchResources": {
-                            "matchPolicy": "Equivalent",
-                            "namespaceSelector": {"matchLabels": {upstream.LABEL_NAMESPACE_NAME: team}}}}}
-    return [policy, binding]
+    return team_policy(name, team, meta, policy_spec())

@@ -28,6 +28,7 @@ import json
 import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_pod_policy import pod_policy_spec, team_policy
 
 POLICY_PREFIX = "skaffon-registries-"
 KINDS = (
@@ -155,16 +156,7 @@ def policy_spec(prefixes, require_digest):
                                   "request.namespace + ' admits only images named <image>@sha256:<digest>'"),
             "reason": "Forbidden",
         })
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "matchPolicy": "Equivalent",
-            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced"}],
-        },
-        "variables": variables,
-        "validations": validations,
-    }
+    return pod_policy_spec(variables, validations)
 
 
 def render(entry, settings, meta):
@@ -175,12 +167,4 @@ def render(entry, settings, meta):
         return []
     team = entry["name"]
     name = policy_name(team)
-    policy = {"apiVersion": upstream.VAP_API_VERSION, "kind": "ValidatingAdmissionPolicy",
-              "metadata": meta(name), "spec": policy_spec(prefixes, require_digest)}
-    binding = {"apiVersion": upstream.VAP_API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
-               "metadata": meta(name),
-               "spec": {"policyName": name, "validationActions": ["Deny"],
-                        "matchResources": {
-                            "matchPolicy": "Equivalent",
-                            "namespaceSelector": {"matchLabels": {upstream.LABEL_NAMESPACE_NAME: team}}}}}
-    return [policy, binding]
+    return team_policy(name, team, meta, policy_spec(prefixes, require_digest))
