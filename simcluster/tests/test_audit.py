@@ -131,7 +131,7 @@ def test_bad_policies_are_refused_at_start(policy, message):
 
 # -- the API server's log -------------------------------------------------------------------------------
 
-SHIPPED = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "clusters", "example-audit-policy.yaml")
+SHIPPED = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "clusters", "audit", "example-policy.yaml")
 
 
 @pytest.fixture

@@ -107,6 +107,6 @@ def test_the_example_clusters_audit_policy_is_the_one_the_playbook_renders_for_t
     repo = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
     with open(os.path.join(repo, "inventories", "example", "group_vars", "all", "tenants.yml")) as fh:
         teams = yaml.safe_load(fh)["tenants_list"]
-    with open(os.path.join(repo, "tests", "clusters", "example-audit-policy.yaml")) as fh:
+    with open(os.path.join(repo, "tests", "clusters", "audit", "example-policy.yaml")) as fh:
         shipped = yaml.safe_load(fh)
     assert shipped == audit_policy.render(audit_policy.team_names(teams))
