@@ -48,7 +48,8 @@ def site_vars(**over):
               "queues_chart_source": "archive", "queues_chart_ref": KUEUE_CHART, "queues_chart_version": "v0.19.2",
               "queues_wait_timeout": 120, "queues_label_prefix": PREFIX,
               "queues_helm_binary": os.path.join(BIN, "helm3"),
-              "acceptance_pod_timeout": 60}
+              # a bound, not a wait: the checks return as soon as the shares settle (slow on a loaded CI machine)
+              "acceptance_pod_timeout": 240}
     values.update(over)
     return values
 
