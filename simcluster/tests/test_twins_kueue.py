@@ -159,6 +159,16 @@ def test_without_a_running_controller_nothing_is_queued():
         assert c.store.list(WL, "team-a") == []
 
 
+def manager(kq, replicas):
+    """Scale the Kueue controller manager and wait until its Deployment says so."""
+    dep = kq.store.get("deployments.apps", "kueue-system", "kueue-controller-manager")
+    dep["spec"]["replicas"] = replicas
+    kq.store.update("deployments.apps", dep)
+    kq.wait(lambda: ((kq.store.get("deployments.apps", "kueue-system", "kueue-controller-manager")
+                      .get("status") or {}).get("readyReplicas") or 0) == replicas,
+            what="kueue manager at %d replicas" % replicas)
+
+
 def test_fair_sharing_borrows_by_share_and_weight(kq):
     """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
 
@@ -175,10 +185,14 @@ def test_fair_sharing_borrows_by_share_and_weight(kq):
         for i in range(4):
             kq.store.create("jobs.batch", job("%s%d" % (team[-1], i), team, 1))
     kq.wait(lambda: len(kq.store.list(WL)) == 8, what="8 workloads")
+    # Both queues must exist before one admission cycle sees either: with the manager running, the
+    # first LocalQueue's workloads could be admitted (borrowing all 4) before the second one exists.
+    manager(kq, 0)
     for team in ("team-a", "team-b"):
         kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
                                                       "metadata": {"name": team, "namespace": team},
                                                       "spec": {"clusterQueue": team}})
+    manager(kq, 1)
     kq.wait(lambda: len(kq.running("team-a")) + len(kq.running("team-b")) == 6, what="6 admitted")
     kq.settle()
     assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)
