@@ -80,7 +80,7 @@ def play(sim, playbook, varfile, check=False):
 
 
 def scenario(label, n, kind, scale=1.0):
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
     from simcluster import testing
     work = tempfile.mkdtemp(prefix="bench-tenants-")
     team_list = teams(n)

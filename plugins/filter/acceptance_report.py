@@ -9,9 +9,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_inputs import checks_input
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_report import junit, markdown
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.report import junit, markdown
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import TimeSlicingError
 
 
 def acceptance_markdown(results, meta=None):

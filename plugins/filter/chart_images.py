@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.chart_images import images, mirror_image, mirror_pairs, public
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import images, mirror_image, mirror_pairs, public
 
 
 def chart_images(docs, driver_os=None):

@@ -9,8 +9,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.driver_plan import DriverPlanError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.driver_plan import driver_plan as _plan
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import DriverPlanError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import driver_plan as _plan
 
 
 def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False, only=None, group=None):

@@ -9,9 +9,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import TimeSlicingError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import TimeSlicingError
 
 
 def gitops_files(settings, releases=None, layers=None, nodes=None):

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import (
     OperatorValuesError,
     operator_values,
     scrub,

@@ -10,8 +10,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
 def _call(fn, settings):

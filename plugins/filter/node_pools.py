@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.pool_labels import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX, POOL_KEYS, MixedPrefixError, host_prefix, hosts_label_key, site_prefix)
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

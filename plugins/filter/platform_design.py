@@ -10,10 +10,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import design_report, design_templates
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_decision import decide
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design_inputs import DesignError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import report as design_report
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import templates as design_templates
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.decision import decide
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.inputs import DesignError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
 
 POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix",
              "gpu_platform_label_prefix")

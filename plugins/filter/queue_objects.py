@@ -11,8 +11,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import chart_values, pools_from_hostvars, render
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import chart_values, pools_from_hostvars, render
 
 
 def queue_objects(tenants, backend="none", departments=None, pools=None, kai_default_queue="block"):

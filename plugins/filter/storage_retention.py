@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import datetime
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import storage_retention
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import storage_retention
 
 
 def expired_claims(claims, pods=None, now=None):

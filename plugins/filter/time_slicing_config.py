@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
     TimeSlicingError,
     check_trust,
     pending,

@@ -180,12 +180,12 @@ failed_checks:
   elements: str
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_checks import CHECKS
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import runner as acceptance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.checks import CHECKS
 # imported for their @check functions (gpu-access-by-request; registry-policy, audit-trail), which fill CHECKS
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_gpu_access  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_policies  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import gpu_access as acceptance_gpu_access  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import policies as acceptance_policies  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
 
 NEEDS_POD = ("cuda-test", "wrong-node-excluded", "tenant-isolation", "queues-fair", "monitoring-alert",
              "audit-trail")

@@ -144,8 +144,8 @@ nodes_without_gpus:
   sample: {gpu-h100-1: ["taint gpu.skaffon.io/workload=training:NoSchedule is not tolerated by ..."]}
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import READY_REASONS, run
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import READY_REASONS, run
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import (
     OPERATOR_ARG_SPEC,
     WAIT_ARG_SPEC,
     GpuPlatformModule,

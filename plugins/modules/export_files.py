@@ -40,7 +40,7 @@ removed: {description: Stale generated files removed., returned: always, type: l
 import os
 import tempfile
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import AnsibleModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import AnsibleModule
 
 
 def _read(path):

@@ -51,8 +51,8 @@ objects:
   sample: [{kind: PrometheusRule, name: skaffon-gpu-alerts, namespace: monitoring, action: unchanged}]
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring_apply import converge
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.apply import converge
 
 
 def run(module):

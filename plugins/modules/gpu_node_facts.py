@@ -162,7 +162,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node_facts import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.facts import (
     FACTS_KEY,
     HostReader,
     gather,

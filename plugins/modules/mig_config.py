@@ -157,8 +157,8 @@ strategy:
   type: str
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import run
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.config import run
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import (
     OPERATOR_ARG_SPEC,
     WAIT_ARG_SPEC,
     GpuPlatformModule,

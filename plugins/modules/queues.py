@@ -70,8 +70,8 @@ objects:
   sample: [{kind: Queue, name: team-a, action: create}]
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queue_apply import converge
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.apply import converge
 
 
 def argspec():

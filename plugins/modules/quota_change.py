@@ -71,9 +71,9 @@ plan: {description: The writes in the order they were (or would be) made., retur
 record: {description: The annotations written on the ResourceQuota., returned: changed, type: dict}
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quota_change import QuotaChange
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quota_queues import adapter
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quota.change import QuotaChange
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quota.queues import adapter
 
 
 def argspec():

@@ -179,8 +179,8 @@ requests:
   sample: {LIST: 5, CREATE: 21}
 """
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import GpuPlatformModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import TenantsApply
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import TenantsApply
 
 
 def argspec():

@@ -123,8 +123,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import usage_report as ur
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report as ur
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
 def _time(value, name):

@@ -328,7 +328,7 @@ def bare(tmp_path_factory):
 
 
 def test_wait_watches_creation_and_status_changes(bare):
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import ClusterPolicyWaiter
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import ClusterPolicyWaiter
     dyn = bare.dynamic()
     api = dyn.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     waiter = ClusterPolicyWaiter(dyn, "cluster-policy")

@@ -7,8 +7,8 @@ import tempfile
 import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_config import MigConfigError, MigConfigurator
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig_k8s import K8sMigApi
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.config import MigConfigError, MigConfigurator
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.k8s import K8sMigApi
 
 from playbook import run_playbook, task_play
 

@@ -156,8 +156,8 @@ def test_a_hung_api_server_is_a_timeout_not_a_hang(cluster):
     """Real kubernetes client, Kube with a short read timeout, a socket that accepts and never answers."""
     from kubernetes import dynamic
 
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
     dyn = dynamic.DynamicClient(cluster.api_client())
     kube = Kube(dyn, retry_seconds=2, request_timeout=(2, 1))
     kube.resource("v1", "Node")                        # discovery from the real server

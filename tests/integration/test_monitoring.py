@@ -91,7 +91,7 @@ def test_refuses_before_any_write_when_prometheus_rule_crd_missing(tmp_path_fact
 def installed(cluster):
     """GPU Operator (real chart) with the role's dcgmExporter values, then the monitoring playbook."""
     sim, work = cluster
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
     with open(os.path.join(INVENTORY, "group_vars", "all", "monitoring.yml"), encoding="utf-8") as fh:
         site = yaml.safe_load(fh)
     values = monitoring.dcgm_values({"service_monitor": site["monitoring_service_monitor"]})
@@ -267,7 +267,7 @@ def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
 
 def test_every_dashboard_panel_query_returns_series(cluster, prometheus):
     sim, _ = cluster
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import panel_queries
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.objects import panel_queries
     prometheus.wait(lambda: prometheus.query('up{node="gpu-h100-1"} == 1'), 60, "exporter back up")
     cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
     queries = [q for cm in cms for q in panel_queries(cm)]
@@ -296,8 +296,8 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
     kube-state-metrics query) matches series in a Prometheus scraping the simulated cluster, and
     Prometheus evaluates every rule without error: no rule reads a series nothing exports."""
     sim, _ = cluster
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import usage_report
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import panel_queries
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.objects import panel_queries
     # a pod holding a GPU, so the selectors on pod-held GPUs have a series to match
     kubectl(sim, "create", "namespace", "team-a", check=False)
     kubectl(sim, "apply", "-f", "-", stdin=json.dumps(gpu_pod("ksm-train", "gpu-h100-1", 70)))

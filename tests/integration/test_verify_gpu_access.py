@@ -13,7 +13,7 @@ import pytest
 from queues_helpers import apply, inventory, start_cluster
 from playbook import REPO, run_playbook
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 BY_REQUEST = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 UPSTREAM = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator")
@@ -99,7 +99,7 @@ def test_cluster_policy_valid_and_follows_values(helm, plan, schema, tmp_path):
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 def test_operator_deployment_identity(helm, tmp_path):
     """What cluster_policy_wait and mig_config select on is what the chart renders."""
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
     docs = render(helm, {}, tmp_path)
     (dep,) = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "gpu-operator"]
     assert dep["metadata"]["namespace"] == "gpu-operator"

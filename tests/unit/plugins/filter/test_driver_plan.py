@@ -4,7 +4,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import FilterModule, driver_plan
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 
 DRIVER = upstream.LABEL_DEPLOY_DRIVER
 TOOLKIT = upstream.LABEL_DEPLOY_TOOLKIT

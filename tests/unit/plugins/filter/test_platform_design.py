@@ -5,7 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.platform_design import FilterModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import design_mig, mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import mig as design_mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
 
 FILTERS = FilterModule().filters()
 design = FILTERS["platform_design"]

@@ -4,11 +4,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_checks  # noqa: F401
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_inputs import checks_input
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_report import junit, markdown
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import runner as acceptance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import checks as acceptance_checks  # noqa: F401
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.report import junit, markdown
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
 
 
 class FakeKube:
@@ -182,7 +182,7 @@ def test_junit_parses_and_marks_failures_and_skips():
 
 
 def test_kai_split_quota_first_then_weights_with_limits():
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import kai_split
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import kai_split
     two = [{"name": "a", "quota": 2, "limit": -1, "weight": 1}, {"name": "b", "quota": 2, "limit": -1, "weight": 3}]
     assert kai_split(two, 8) == {"a": 3, "b": 5}       # the case: 2+1 and 2+3
     capped = [{"name": "a", "quota": 2, "limit": 3, "weight": 1}, {"name": "b", "quota": 0, "limit": -1, "weight": 1}]
@@ -203,7 +203,7 @@ def _cq(name, nominal, cohort="research", flavor="h100", used=0, **row):
 
 
 def test_kueue_shares_count_the_cohort_borrowing_and_lending():
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import KueueQuota
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import KueueQuota
     # two teams of 2 nominal, borrowing 2 each, a 4-GPU pool: 4 in all, each at least its 2
     two = {"a": _cq("a", 2, borrowingLimit=2), "b": _cq("b", 2, borrowingLimit=2)}
     bounds, total = KueueQuota(two, "h100").shares("a", "b", {"a": 4, "b": 4})
@@ -221,7 +221,7 @@ def test_kueue_shares_count_the_cohort_borrowing_and_lending():
 
 
 def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_queues import KueueQuota, QueueProbe
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import KueueQuota, QueueProbe
     cqs = {"a": _cq("a", 2, borrowingLimit=2), "b": _cq("b", 2, borrowingLimit=2)}
     probe = QueueProbe(ctx(FakeKube(), queue_backend="kueue"), None)
     model = KueueQuota(cqs, "h100")

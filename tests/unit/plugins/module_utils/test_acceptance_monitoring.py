@@ -3,9 +3,9 @@ addressed by that pod's IP; without one the check says what is missing and which
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance_checks
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_monitoring import AlertProbe
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import runner as acceptance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import checks as acceptance_checks
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.monitoring import AlertProbe
 
 NODE = "gpu-h100-1"
 

@@ -5,10 +5,12 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import acceptance, acceptance_policies, tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import runner as acceptance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import policies as acceptance_policies
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils import audit_policy
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance_inputs import registry_policies
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import registry_policies
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
 
 pytest.importorskip("celpy")
 pytest.importorskip("kubernetes")

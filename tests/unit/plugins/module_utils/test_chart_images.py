@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import driver_plan
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.chart_images import images, public
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import operator_values
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import images, public
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import operator_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 CHART = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts",
@@ -63,7 +63,7 @@ def test_mirror_values_leave_no_public_registry_in_any_rendered_object(tmp_path)
 
 
 def test_each_upstream_image_pairs_with_its_mirror_image(tmp_path):
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.chart_images import mirror_pairs
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import mirror_pairs
     upstream = images(render(tmp_path, operator_values(plan(), {})))
     mirrored = images(render(tmp_path, operator_values(plan(), {}, image_mirror=MIRROR)))
     pairs = mirror_pairs(upstream, mirrored)

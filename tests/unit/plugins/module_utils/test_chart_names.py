@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.cluster_policy import OPERATOR_SELECTOR
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import OPERATOR_SELECTOR
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 CHART = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")

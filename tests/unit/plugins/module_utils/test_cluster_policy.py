@@ -3,9 +3,9 @@ import pytest
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import cluster_policy as cp
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
 
 
 def policy(state, reason, status="True", message="", generation=1, observed=None, ns="gpu-operator"):

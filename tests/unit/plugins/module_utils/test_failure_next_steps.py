@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.mig_rollout import mig_rollout_plan
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import cluster_policy as cp
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig_config as mc
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.driver_plan import driver_plan
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import config as mc
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import driver_plan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_mig_workflow as mw  # noqa: E402  (its fake API and node builders)

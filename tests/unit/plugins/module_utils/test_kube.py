@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Kube
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
 
 
 class FakeApiException(Exception):

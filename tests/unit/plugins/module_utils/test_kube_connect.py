@@ -10,9 +10,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, NameResolutionError, NewConnectionError, SSLError
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, ClientError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.kube import Credentials, connect
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, ClientError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Credentials, connect
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import (
     WAIT_ARG_SPEC,
     GpuPlatformModule,
 )

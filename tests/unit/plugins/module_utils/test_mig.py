@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig, upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import mig_config as mc
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import config as mc
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DEFAULT_CM = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator",

@@ -4,8 +4,8 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError, DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.module_base import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import (
     OPERATOR_ARG_SPEC,
     WAIT_ARG_SPEC,
     GpuPlatformModule,

@@ -3,9 +3,9 @@ import copy
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring_apply import converge, differs
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.apply import converge, differs
 
 
 class FakeKube:

@@ -3,8 +3,9 @@ the simulator's kube-state-metrics twin (simcluster/ksm.py) renders, with the re
 the rules match: a new rule on a series the twin does not export fails here, naming it."""
 import re
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring, usage_report
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import upstream as U
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream as U
 
 from simcluster import ksm
 

@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 UPSTREAM = os.path.join(REPO, "..", "shared", "upstream")
@@ -170,7 +170,7 @@ def test_extra_metrics_make_extra_rules_possible():
 def test_fragment_survives_the_gpu_operator_roles_value_merge():
     """The site flow: gpu_operator_values = site values deep-merged with the fragment; the role's
     own service_monitor default (false) must not switch the ServiceMonitor off."""
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
     plan = {"driver_enabled": False, "toolkit_enabled": False, "node_labels": {}, "warnings": [], "errors": []}
     site = {"dcgmExporter": {"resources": {"limits": {"memory": "1Gi"}}}}
     fragment = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}}})

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(

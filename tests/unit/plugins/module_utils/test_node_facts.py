@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import node_facts as nf
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import facts as nf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import driver_plan as dp
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import node_facts as nf
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import driver_plan as dp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import facts as nf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.normpath(os.path.join(HERE, "..", "..", "fixtures", "node_detection"))

@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 UPSTREAM_VALUES = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "values.yaml")

@@ -4,7 +4,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import operator_values as ov
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
 
 PLAN = {"driver_enabled": True, "toolkit_enabled": True, "node_labels": {}, "warnings": [], "errors": [], "nodes": {}}
 HOST = dict(PLAN, toolkit_enabled=False, driver_enabled=False)

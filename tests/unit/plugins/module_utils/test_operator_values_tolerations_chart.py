@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.operator_values import operator_values
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import operator_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 CHART = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts",

@@ -2,7 +2,7 @@
 
 import json
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.overrides import ANNOTATION, honour, record
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.overrides import ANNOTATION, honour, record
 
 GPU = ["spec", "hard", "requests.nvidia.com/gpu"]
 

@@ -1,8 +1,8 @@
 """queue_apply.converge with a stand-in Kube: LISTs per kind, writes only changes, refuses a missing backend."""
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import queue_apply as qa
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import apply as qa
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
 class FakeKube:

@@ -4,8 +4,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import queues as q
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import objects as q
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 UP = os.path.join(REPO, "..", "shared", "upstream")

@@ -2,7 +2,7 @@
 import datetime
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.storage_retention import expired_claims as filt
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.storage_retention import RETENTION_LABEL, expired_claims
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.storage_retention import RETENTION_LABEL, expired_claims
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.timezone.utc)
 

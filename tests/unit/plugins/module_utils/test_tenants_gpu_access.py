@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants, tenants_gpu_access
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import comparable, plan_update
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import gpu_access as tenants_gpu_access
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import comparable, plan_update
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "simcluster", "tests")))

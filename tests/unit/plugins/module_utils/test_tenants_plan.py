@@ -4,14 +4,14 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import tenants
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quantity import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import (
     QuantityError,
     parse_quantity,
     same_quantity,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import (
     comparable,
     merge_diff,
     plan_update,
@@ -209,7 +209,7 @@ class FakeKube(object):
     def _check(self, verb, kind, name):
         self.calls.append((verb, kind, name))
         if (verb, kind, name) in self.fail:
-            from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import ApiError
+            from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
             raise ApiError(verb, kind, name, status=500, reason="Internal Server Error", message="boom")
 
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
@@ -238,7 +238,7 @@ class FakeKube(object):
 
 
 def apply(kube, teams, check=False, **params):
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants_apply import TenantsApply
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import TenantsApply
     params = dict(params, tenants=teams, cluster_gpus=12)
     return TenantsApply(kube, params, check_mode=check).run()
 

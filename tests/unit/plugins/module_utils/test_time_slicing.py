@@ -4,7 +4,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import time_slicing as ts
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing import time_slicing as ts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 EXAMPLES = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "examples")

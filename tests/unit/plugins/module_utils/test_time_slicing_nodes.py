@@ -1,7 +1,7 @@
 """Issue 11 defect 5: a time-slicing node name that is not a node is refused before any write."""
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.time_slicing import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
     TimeSlicingError, check_trust, render)
 
 NODES = [{"metadata": {"name": n, "labels": {}}} for n in ("gpu-l40s-1", "gpu-h100-1", "cpu-1")]

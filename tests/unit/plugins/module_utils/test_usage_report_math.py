@@ -2,8 +2,8 @@
 Prometheus with backfilled history)."""
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import usage_report as ur
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report as ur
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
 def series(node, pod, ns, values):

@@ -1,8 +1,8 @@
 """cluster_policy_wait: thin module over cluster_policy.run (auth options, check mode, failure)."""
 import pytest
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import cluster_policy as cp
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.modules import cluster_policy_wait as mod
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils import node_facts as nf
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import facts as nf
 from ansible_collections.skaffon.gpu_platform.plugins.modules import gpu_node_facts
 
 HERE = os.path.dirname(os.path.abspath(__file__))

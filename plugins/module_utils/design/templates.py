@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What each team's job templates are rendered with (pure): pool, node selector, tolerations,
+the GPU resource to request, the queue labels of the chosen backend, the cost labels.
+
+docs/templates/*.yaml.j2 read the `job` variable this module returns (one per team and template).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import storage_retention
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+
+# Our labels: the team label is the one roles/tenants puts on a team's objects.
+TEAM_LABEL = "gpu-platform.skaffon.io/team"
+POOL_LABEL = "gpu-platform.skaffon.io/pool"
+TEMPLATES = ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment")
+
+
+def _whole(pool):
+    if pool["allocation"] in ("exclusive", "time-slicing"):
+        return True
+    return bool((pool["mig"] or {}).get("whole_gpus")) or (pool["mig"] or {}).get("covered") is None
+
+
+def _slice_for(team, pool):
+    """The smallest MIG slice the team asked for that the pool offers (None = none)."""
+    if pool["allocation"] != "mig":
+        return None
+    offered = (pool["mig"] or {}).get("offered") or {}
+    mine = [p for p in team["mig_slices"] if p in offered or (pool["mig"] or {}).get("covered") is None]
+    if not mine:
+        return None
+    return sorted(mine, key=lambda p: (mig.compute_slices(p), p))[0]
+
+
+def _wants_whole(team):
+    gpus = team["quota"].get(upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE)
+    try:
+        gpus = int(gpus or 0)
+    except (TypeError, ValueError):
+        gpus = 1
+    return gpus > 0 or any(team["needs"]["whole_gpus"].values()) or not team["mig_slices"]
+
+
+def _placement(design, team, kind):
+    """(pool, resource) of one template: whole GPUs where the team has a GPU quota, its smallest
+    MIG slice where it only has slices, and a slice or a shared GPU for inference when it has one."""
+    names = list(team["pools"])
+    if not names:
+        return None, None
+    pools = design["pools"]
+    whole = [n for n in names if _whole(pools[n])] if _wants_whole(team) else []
+    sliced = [n for n in names if _slice_for(team, pools[n])]
+    shared = [n for n in names if pools[n]["allocation"] == "time-slicing"]
+    if kind == "inference":
+        order = shared + sliced + whole
+    else:
+        order = whole + sliced
+    choice = (order or names)[0]
+    profile = _slice_for(team, pools[choice])
+    if profile and (kind == "inference" or choice not in whole):
+        return choice, upstream.MIG_RESOURCE_PREFIX + mig.resource_suffix(profile)
+    return choice, upstream.GPU_RESOURCE
+
+
+def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
+    """[{team, template, job}] for every team and template, in a stable order."""
+    backend = design["scheduler"]["backend"]
+    req = design["requirements"]
+    image = req["cuda_image"]
+    serve = req["inference_image"]
+    if req["air_gapped"] and req["image_mirror"]:
+        image = "%s/%s" % (req["image_mirror"].rstrip("/"), image.split("/", 1)[1])
+        serve = "%s/%s" % (req["image_mirror"].rstrip("/"), serve.split("/", 1)[1])
+    out = []
+    for name in sorted(design["teams"]):
+        team = design["teams"][name]
+        for template in TEMPLATES:
+            kind = {"single-gpu-job": "single", "gang-job": "gang", "inference-deployment": "inference"}.get(
+                template, "single")
+            pool_name, resource = _placement(design, team, kind)
+            if pool_name is None:
+                continue
+            pool = design["pools"][pool_name]
+            labels = dict((str(k), str(v)) for k, v in sorted(team["labels"].items()))
+            labels.update({team_label: name, pool_label: pool_name})
+            queue_labels = {}
+            if backend == "kai":
+                queue_labels[upstream.KAI_QUEUE_LABEL] = team["queue_name"]
+            elif backend == "kueue":
+                queue_labels[upstream.KUEUE_QUEUE_LABEL] = team["queue_name"]
+            out.append({"team": name, "template": template, "job": {
+                "team": name,
+                "namespace": team["namespace"],
+                "pool": pool_name,
+                "backend": backend,
+                "scheduler_name": upstream.KAI_SCHEDULER_NAME if backend == "kai" else None,
+                "labels": labels,
+                "queue_labels": queue_labels,
+                "node_selector": dict(pool["node_selector"]),
+                "tolerations": list(pool["tolerations"]),
+                "resource": resource,
+                "gang_size": team["needs"]["gang_size"],
+                "gang_annotation": upstream.KAI_BATCH_MIN_MEMBER if backend == "kai" else None,
+                "checkpoint_claim": team["needs"]["checkpoint_claim"],
+                "retention_label": storage_retention.RETENTION_LABEL,
+                "image": image,
+                "inference_image": serve,
+            }})
+    return out

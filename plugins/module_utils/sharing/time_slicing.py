@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Time-slicing configs for the NVIDIA device plugin: validate, render, place.
+
+Each named config becomes one key of a ConfigMap in the operator namespace,
+selected cluster-wide by ClusterPolicy devicePlugin.config.default or per node
+by the label nvidia.com/device-plugin.config. Replicas share a GPU without
+memory or fault isolation, so pools marked for tenants of different trust are
+refused unless explicitly overridden.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import hashlib
+import json
+import re
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
+    GPU_RESOURCE,
+    GPU_SHARED_RESOURCE,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_REPLICAS,
+    LABEL_DEVICE_PLUGIN_CONFIG,
+    LABEL_GPU_PRESENT,
+    MIG_STRATEGIES,
+)
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    HAS_YAML = False
+
+CONFIG_KEY_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])$")  # ConfigMap key and label value
+SHARING_ONLY_KEYS = ("renameByDefault", "failRequestsGreaterThanOne")
+STRUCTURED_KEYS = ("replicas", "resources", "rename_by_default", "fail_requests_greater_than_one",
+                   "mig_strategy")
+
+
+class TimeSlicingError(ValueError):
+    """Bad time-slicing input; the message names the field and the fix."""
+
+
+def _structured_to_config(name, spec):
+    unknown = sorted(set(spec) - set(STRUCTURED_KEYS))
+    if unknown:
+        raise TimeSlicingError("time-slicing config %s: unknown keys %s (known: %s)"
+                               % (name, ", ".join(unknown), ", ".join(STRUCTURED_KEYS)))
+    if "resources" in spec:
+        resources = spec["resources"]
+    elif "replicas" in spec:
+        resources = [{"name": GPU_RESOURCE, "replicas": spec["replicas"]}]
+    else:
+        raise TimeSlicingError("time-slicing config %s needs replicas (or resources)" % name)
+    if spec.get("replicas") == 1 and "resources" not in spec:
+        # Whole GPUs: a config without sharing (a safe default next to per-node sharing).
+        config = {"version": "v1"}
+        if spec.get("mig_strategy") is not None:
+            config["flags"] = {"migStrategy": spec["mig_strategy"]}
+        return config
+    sharing = {"resources": resources}
+    if "rename_by_default" in spec:
+        sharing["renameByDefault"] = bool(spec["rename_by_default"])
+    if "fail_requests_greater_than_one" in spec:
+        sharing["failRequestsGreaterThanOne"] = bool(spec["fail_requests_greater_than_one"])
+    config = {"version": "v1", "sharing": {"timeSlicing": sharing}}
+    if spec.get("mig_strategy") is not None:
+        config["flags"] = {"migStrategy": spec["mig_strategy"]}
+    return config
+
+
+def _validate_config(name, config):
+    where = "time-slicing config %s" % name
+    if not isinstance(config, dict) or config.get("version") != "v1":
+        raise TimeSlicingError("%s: must be a device plugin config with version: v1" % where)
+    flags = config.get("flags") or {}
+    misplaced = [k for k in SHARING_ONLY_KEYS if k in flags]
+    if misplaced:
+        raise TimeSlicingError(
+            "%s: %s under flags is ignored by the device plugin (k8s-device-plugin#1433); move it to "
+            "sharing.timeSlicing.%s" % (where, ", ".join(misplaced), misplaced[0]))
+    if flags.get("migStrategy") is not None and flags["migStrategy"] not in MIG_STRATEGIES:
+        raise TimeSlicingError("%s: flags.migStrategy must be one of %s" % (where, ", ".join(MIG_STRATEGIES)))
+    if "sharing" not in config:
+        return  # whole GPUs, no sharing
+    ts = (config.get("sharing") or {}).get("timeSlicing")
+    if not isinstance(ts, dict):
+        raise TimeSlicingError("%s: sharing.timeSlicing is missing" % where)
+    resources = ts.get("resources")
+    if not isinstance(resources, list) or not resources:
+        raise TimeSlicingError("%s: sharing.timeSlicing.resources must list {name, replicas}" % where)
+    for i, res in enumerate(resources):
+        if not isinstance(res, dict) or not str(res.get("name", "")).startswith("nvidia.com/"):
+            raise TimeSlicingError("%s: resources[%d].name must be an nvidia.com/ resource such as %s"
+                                   % (where, i, GPU_RESOURCE))
+        replicas = res.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
+            raise TimeSlicingError("%s: resources[%d].replicas must be an integer >= 2 (for whole GPUs use a "
+                                   "config with replicas: 1 and no resources), got %r" % (where, i, replicas))
+    for key in SHARING_ONLY_KEYS:
+        if key in ts and not isinstance(ts[key], bool):
+            raise TimeSlicingError("%s: sharing.timeSlicing.%s must be true or false" % (where, key))
+
+
+def expected_replicas(config):
+    """(advertised resource, replicas) for whole GPUs, or None when nothing or only MIG devices are shared."""
+    if "sharing" not in config:
+        return None
+    ts = config["sharing"]["timeSlicing"]
+    for res in ts["resources"]:
+        if res["name"] == GPU_RESOURCE:
+            advertised = GPU_SHARED_RESOURCE if ts.get("renameByDefault") else GPU_RESOURCE
+            return {"resource": advertised, "replicas": res["replicas"]}
+    return None
+
+
+def render(spec):
+    """Validate and render `gpu_operator_time_slicing` into ConfigMap data and expectations."""
+    if not HAS_YAML:
+        raise TimeSlicingError("PyYAML is required")
+    if not isinstance(spec, dict):
+        raise TimeSlicingError("gpu_operator_time_slicing must be a dict with configmap, default, configs, nodes")
+    spec = plain(spec)
+    configs = spec.get("configs") or {}
+    if not isinstance(configs, dict) or not configs:
+        raise TimeSlicingError("gpu_operator_time_slicing.configs must name at least one config")
+    name = spec.get("configmap") or "time-slicing-config"
+    data, parsed = {}, {}
+    for key in sorted(configs):
+        if not CONFIG_KEY_RE.match(str(key)):
+            raise TimeSlicingError("time-slicing config name %r must be a valid label value "
+                                   "(<= 63 of [A-Za-z0-9-_.], alphanumeric at both ends)" % (key,))
+        value = configs[key]
+        if isinstance(value, str):
+            try:
+                config = yaml.safe_load(value)
+            except yaml.YAMLError as exc:
+                raise TimeSlicingError("time-slicing config %s is not valid YAML: %s" % (key, exc))
+        elif isinstance(value, dict):
+            config = _structured_to_config(key, value)
+        else:
+            raise TimeSlicingError("time-slicing config %s must be a dict or a YAML string" % key)
+        _validate_config(key, config)
+        parsed[key] = config
+        data[key] = value if isinstance(value, str) else yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
+    default = spec.get("default") or ""
+    if default and default not in configs:
+        raise TimeSlicingError("gpu_operator_time_slicing.default %r is not one of the configs: %s"
+                               % (default, ", ".join(sorted(configs))))
+    nodes = spec.get("nodes") or {}
+    for node, key in nodes.items():
+        if key not in configs:
+            raise TimeSlicingError("gpu_operator_time_slicing.nodes.%s selects %r, not one of the configs: %s"
+                                   % (node, key, ", ".join(sorted(configs))))
+    checksum = hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {
+        "configmap": name,
+        "default": default,
+        # Nodes without a label get the default, or else an empty config (whole GPUs): the
+        # GPU Operator runs config-manager with FALLBACK_STRATEGIES=empty.
+        "effective_default": default,
+        "data": data,
+        "nodes": dict(nodes),
+        "node_labels": dict((n, {LABEL_DEVICE_PLUGIN_CONFIG: k}) for n, k in nodes.items()),
+        "expected": dict((k, expected_replicas(c)) for k, c in parsed.items()),
+        "checksum": checksum,
+    }
+
+
+def placement(rendered, cluster_nodes, gpu_nodes=()):
+    """Which config each GPU node ends up with: {node: key}; nodes without any are left out.
+
+    The role owns the nvidia.com/device-plugin.config label while it manages
+    time-slicing (nodes outside `nodes` lose it), so a node gets its entry of
+    `nodes` or else the effective default. GPU nodes are those labelled
+    nvidia.com/gpu.present=true or named in gpu_nodes (the driver plan knows
+    them before the operator has labelled anything)."""
+    result = {}
+    for node in cluster_nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        name = meta.get("name")
+        if name in rendered["nodes"]:
+            result[name] = rendered["nodes"][name]
+        elif rendered["effective_default"] and (labels.get(LABEL_GPU_PRESENT) == "true" or name in gpu_nodes):
+            result[name] = rendered["effective_default"]
+    return result
+
+
+def stale_labels(rendered, cluster_nodes):
+    """Nodes carrying nvidia.com/device-plugin.config although `nodes` does not select them."""
+    return sorted(n["metadata"]["name"] for n in cluster_nodes
+                  if LABEL_DEVICE_PLUGIN_CONFIG in ((n.get("metadata") or {}).get("labels") or {})
+                  and n["metadata"]["name"] not in rendered["nodes"])
+
+
+def check_nodes_exist(rendered, cluster_nodes):
+    """Refuse `nodes` entries naming no node of the cluster: the role owns the selection label,
+    so a typo would silently take the label (and the config) off the node that was meant."""
+    known = sorted((n.get("metadata") or {}).get("name") for n in cluster_nodes)
+    unknown = sorted(n for n in rendered["nodes"] if n not in known)
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1)
+            hints.append("%s (did you mean %s?)" % (name, close[0]) if close else name)
+        raise TimeSlicingError(
+            "gpu_operator_time_slicing.nodes names %s, not a node of the cluster; known nodes: %s. Use the "
+            "Kubernetes node names (kubectl get nodes). Nothing was changed." % (", ".join(hints), ", ".join(known)))
+
+
+def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_trust=False, gpu_nodes=()):
+    """Refuse unknown nodes, and time-slicing where tenants of different trust share GPUs."""
+    check_nodes_exist(rendered, cluster_nodes)
+    placed = placement(rendered, cluster_nodes, gpu_nodes)
+    offenders = []
+    for node in cluster_nodes:
+        meta = node.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(trust_label)
+        if rendered["expected"].get(placed.get(meta.get("name"))) and value in mixed_values:
+            offenders.append("%s (%s=%s, config %s)" % (meta["name"], trust_label, value, placed[meta["name"]]))
+    if offenders and not allow_mixed_trust:
+        raise TimeSlicingError(
+            "time-slicing refused on %s: replicas of a time-sliced GPU share memory and faults, so tenants "
+            "of different trust must not share it. Use MIG or whole GPUs for that pool (no default, or a default "
+            "config with replicas: 1), move the config to a single-trust pool, or set gpu_operator_time_slicing_allow_mixed_trust=true "
+            "to accept the risk."
+            % ", ".join(sorted(offenders)))
+    return {"placement": placed, "mixed_trust_nodes": sorted(offenders),
+            "stale_label_nodes": stale_labels(rendered, cluster_nodes)}
+
+
+def pending(rendered, cluster_nodes, gpu_nodes=()):
+    """Nodes not (yet) advertising what their config promises, as readable lines.
+
+    A node is done when nvidia.com/gpu.replicas matches and, when the node says
+    how many GPUs it has (nvidia.com/gpu.count), its capacity of the advertised
+    resource equals GPUs x replicas."""
+    placed = placement(rendered, cluster_nodes, gpu_nodes)
+    lines = []
+    for node in cluster_nodes:
+        meta = node.get("metadata") or {}
+        key = placed.get(meta.get("name"))
+        want = rendered["expected"].get(key) if key else None
+        if not want:
+            continue
+        labels = meta.get("labels") or {}
+        count = int(labels.get(LABEL_GPU_COUNT, 0) or 0)
+        capacity = int(((node.get("status") or {}).get("capacity") or {}).get(want["resource"], 0) or 0)
+        replicas = labels.get(LABEL_GPU_REPLICAS)
+        if replicas != str(want["replicas"]) or (count and capacity != count * want["replicas"]):
+            lines.append("%s (config %s: want %s replicas of %s; has %s=%s, capacity %s for %s GPUs)" % (
+                meta["name"], key, want["replicas"], want["resource"], LABEL_GPU_REPLICAS, replicas,
+                capacity, count))
+    return lines

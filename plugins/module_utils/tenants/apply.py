@@ -1,0 +1,459 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, skaffon.gpu_platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Converge every team's objects in one pass: the body of the tenants_apply module.
+
+Reads: one LIST per kind (Namespaces unfiltered, so that a namespace someone else owns is
+refused before anything is written; the other kinds by the managed-by label), plus the
+nodes and the mig-parted ConfigMap only when a quota needs them. Writes: one request per
+object that differs (create, JSON merge patch, delete), in parallel within a bound.
+Nothing is written before every team validated; nothing without our managed-by label is
+changed or deleted.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import overrides
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import (
+    QuantityError,
+    normalize_quantities,
+    parse_quantity,
+)
+
+SELECTOR = "%s=%s" % (upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY)
+
+
+# ---------------------------------------------------------------------------
+# comparison (pure)
+# ---------------------------------------------------------------------------
+
+def _drop_empty(value):
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = _drop_empty(item)
+            if item not in (None, [], {}, ""):
+                out[key] = item
+        return out
+    if isinstance(value, list):
+        return [_drop_empty(v) for v in value]
+    return value
+
+
+def _quantities(mapping):
+    return dict((k, str(v)) for k, v in (normalize_quantities(mapping) or {}).items())
+
+
+def _policy_spec(spec):
+    spec = json.loads(json.dumps(spec or {}))
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or []:
+            for port in rule.get("ports") or []:
+                port.setdefault("protocol", upstream.PROTOCOL_TCP)
+    if not spec.get("policyTypes"):    # the API server's default
+        spec["policyTypes"] = [upstream.NETPOL_INGRESS] + ([upstream.NETPOL_EGRESS] if spec.get("egress") else [])
+    return spec
+
+
+def comparable(obj):
+    """What we own of an object, normalised: labels and annotations we set, and the spec."""
+    kind = obj["kind"]
+    if kind == "ResourceQuota":
+        spec = dict(obj.get("spec") or {})
+        spec["hard"] = _quantities(spec.get("hard"))
+        body = {"spec": spec}
+    elif kind == "LimitRange":
+        limits = []
+        for item in (obj.get("spec") or {}).get("limits") or []:
+            limits.append(dict((k, _quantities(v) if isinstance(v, dict) else v) for k, v in item.items()))
+        body = {"spec": {"limits": limits}}
+    elif kind == "NetworkPolicy":
+        body = {"spec": _policy_spec(obj.get("spec"))}
+    elif kind == "RoleBinding":
+        subjects = []
+        for subject in obj.get("subjects") or []:
+            subject = dict(subject)
+            if subject.get("kind") in (upstream.SUBJECT_USER, upstream.SUBJECT_GROUP):
+                subject.setdefault("apiGroup", upstream.RBAC_API_GROUP)
+            subjects.append(subject)
+        body = {"roleRef": obj.get("roleRef"), "subjects": subjects}
+    elif kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        body = {"spec": obj.get("spec") or {}}
+    else:
+        body = {}
+    return _drop_empty(body)
+
+
+def owned_keys(obj):
+    """The label and annotation keys we set last time (from our annotation)."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(tenants.OWNED_KEYS_ANNOTATION)
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        data = {}
+    return set(data.get("labels") or []), set(data.get("annotations") or [])
+
+
+def _metadata_patch(desired, live):
+    """Merge-patch of labels/annotations: ours set, ours no longer wanted removed, others kept."""
+    patch = {}
+    old_labels, old_annotations = owned_keys(live)
+    for field, old in (("labels", old_labels), ("annotations", old_annotations)):
+        want = desired["metadata"].get(field) or {}
+        have = live["metadata"].get(field) or {}
+        change = dict((k, v) for k, v in want.items() if have.get(k) != v)
+        change.update(dict((k, None) for k in old if k not in want and k in have))
+        if change:
+            patch[field] = change
+    return patch
+
+
+def merge_diff(live, desired):
+    """RFC 7386 merge patch turning `live` into `desired` (lists are replaced whole)."""
+    if not isinstance(live, dict) or not isinstance(desired, dict):
+        return desired
+    out = dict((k, None) for k in live if k not in desired)
+    for key, value in desired.items():
+        if isinstance(value, dict) and isinstance(live.get(key), dict):
+            sub = merge_diff(live[key], value)
+            if sub:
+                out[key] = sub
+        elif live.get(key) != value:
+            out[key] = value
+    return out
+
+
+def plan_update(desired, live):
+    """(patch or None, changed field names, replace_needed) for one existing object."""
+    meta = _metadata_patch(desired, live)
+    want, have = comparable(desired), comparable(live)
+    fields = ["metadata.%s" % k for k in sorted(meta)]
+    fields += sorted(k if k != "spec" else "spec" for k in set(want) | set(have) if want.get(k) != have.get(k))
+    if not fields:
+        return None, [], False
+    if desired["kind"] == "RoleBinding" and want.get("roleRef") != have.get("roleRef"):
+        return None, fields, True           # roleRef is immutable: delete and create
+    patch = {}
+    if meta:
+        patch["metadata"] = meta
+    for key in ("spec", "roleRef", "subjects"):
+        if key in desired and want.get(key) != have.get(key):
+            patch[key] = merge_diff(live.get(key), desired[key]) if key == "spec" else desired[key]
+    return patch, fields, False
+
+
+def diff_view(obj, desired=None):
+    """The part of an object we own; for a live object only the label/annotation keys we set or want."""
+    if obj is None:
+        return {}
+    meta = obj.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if desired is not None:
+        old_labels, old_annotations = owned_keys(obj)
+        want = desired["metadata"]
+        labels = dict((k, v) for k, v in labels.items() if k in old_labels or k in (want.get("labels") or {}))
+        annotations = dict((k, v) for k, v in annotations.items()
+                           if k in old_annotations or k in (want.get("annotations") or {}))
+    view = {"metadata": {"name": meta.get("name"), "labels": labels,
+                         "annotations": dict((k, v) for k, v in annotations.items()
+                                             if k != tenants.OWNED_KEYS_ANNOTATION)}}
+    if meta.get("namespace"):
+        view["metadata"]["namespace"] = meta["namespace"]
+    view.update(comparable(obj))
+    return view
+
+
+def ref(obj):
+    meta = obj["metadata"]
+    if meta.get("namespace"):
+        return "%s %s/%s" % (obj["kind"], meta["namespace"], meta["name"])
+    return "%s %s" % (obj["kind"], meta["name"])
+
+
+def _key(obj):
+    meta = obj["metadata"]
+    return (obj["kind"], meta.get("namespace"), meta["name"])
+
+
+# ---------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------
+
+class TenantsApply(object):
+    def __init__(self, kube, params, check_mode=False, diff=False, log=None):
+        self.kube = kube
+        self.params = params
+        self.check_mode = check_mode
+        self.want_diff = diff
+        self.log = log or (lambda msg: None)
+        self.workers = max(1, int(params.get("parallel") or 8))
+        self.settings = tenants.default_settings(
+            operator_namespace=params.get("operator_namespace"),
+            reserved_namespaces=params.get("reserved_namespaces"),
+            default_pod_security=params.get("default_pod_security"),
+            pod_security_version=params.get("pod_security_version"),
+            dns_namespace=params.get("dns_namespace"),
+            dns_pod_labels=params.get("dns_pod_labels"),
+            allow_overcommit=params.get("allow_overcommit"),
+            common_labels=params.get("common_labels"),
+            allowed_registries=params.get("allowed_registries"),
+            gpu_access_policy=params.get("gpu_access_policy"),
+        )
+        self.requests = {}
+        self.overrides = []   # values a quota change raised that the inventory has not caught up with
+        self._lock = threading.Lock()
+
+    def _count(self, verb):
+        with self._lock:
+            self.requests[verb] = self.requests.get(verb, 0) + 1
+
+    # -- what only the cluster knows -------------------------------------------------
+    def cluster_facts(self, teams):
+        facts = {}
+        if self.params.get("cluster_gpus") is not None:
+            facts["gpus"] = int(self.params["cluster_gpus"])
+        elif tenants.needs_gpu_count(teams) and not self.settings["allow_overcommit"]:
+            nodes, dummy = self.kube.list("v1", "Node")
+            self._count("LIST")
+            total = 0
+            for node in nodes:
+                value = ((node.get("status") or {}).get("allocatable") or {}).get(upstream.GPU_RESOURCE, 0)
+                try:
+                    total += int(parse_quantity(value))
+                except QuantityError:
+                    pass
+            facts["gpus"] = total
+        if tenants.needs_mig_check(teams):
+            facts.update(self._mig_resources())
+        return facts
+
+    def _mig_resources(self):
+        from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.profiles import MigError, MigPartedConfig
+        text = self.params.get("mig_parted_config")
+        namespace = self.settings["operator_namespace"]
+        source = "ConfigMap %s/%s" % (namespace, upstream.DEFAULT_MIG_CONFIGMAP)
+        try:
+            if text:
+                config = MigPartedConfig(text, source="tenants_mig_parted_config")
+                source = config.source
+            else:
+                cm = self.kube.get("v1", "ConfigMap", upstream.DEFAULT_MIG_CONFIGMAP, namespace)
+                self._count("GET")
+                if cm is None:
+                    return {"mig_resources": None, "mig_source": source + " (not found)"}
+                config = MigPartedConfig.from_configmap(cm)
+        except MigError as exc:
+            raise DomainError("the mig-parted config (%s) cannot be read: %s" % (source, exc))
+        return {"mig_resources": tenants.mig_resources_of(config), "mig_source": source}
+
+    # -- reads --------------------------------------------------------------------------
+    def read_live(self):
+        live = {}
+        for kind, api_version in tenants.KINDS:
+            selector = None if kind == "Namespace" else SELECTOR
+            items, dummy = self.kube.list(api_version, kind, label_selector=selector)
+            self._count("LIST")
+            for item in items:
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+                live[_key(item)] = item
+        return live
+
+    @staticmethod
+    def managed(obj):
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(upstream.LABEL_MANAGED_BY) == tenants.MANAGED_BY
+
+    # -- the plan ---------------------------------------------------------------------
+    def plan(self, teams, live):
+        desired = tenants.render_all(teams, self.settings)
+        names = set(t["name"] for t in teams)
+        problems = []
+        for team in sorted(names):
+            ns = live.get(("Namespace", None, team))
+            if ns is not None and not self.managed(ns):
+                problems.append("%s[%s].name = %s: the namespace %s exists and is not managed by %s (no label %s); "
+                                "choose another team name, or label the namespace %s=%s to adopt it"
+                                % (tenants.VARIABLE, team, json.dumps(team), team, tenants.MANAGED_BY, SELECTOR,
+                                   upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY))
+            elif ns is not None and (ns.get("status") or {}).get("phase") == upstream.NAMESPACE_TERMINATING:
+                problems.append("%s[%s]: the namespace %s is being deleted (pruned earlier); run again once it is gone"
+                                % (tenants.VARIABLE, team, team))
+        if problems:
+            raise DomainError("tenants_list: %d problem(s), nothing was changed:\n- %s"
+                              % (len(problems), "\n- ".join(problems)), problems=problems)
+        actions = []                                    # (action, desired, live, patch, fields)
+        wanted = set()
+        for obj in desired:
+            key = _key(obj)
+            wanted.add(key)
+            current = live.get(key)
+            if current is None:
+                actions.append(("create", obj, None, None, []))
+                continue
+            obj, notes = overrides.honour(obj, current)
+            self.overrides.extend(notes)
+            patch, fields, replace = plan_update(obj, current)
+            if replace:
+                actions.append(("replace", obj, current, None, fields))
+            elif patch:
+                actions.append(("update", obj, current, patch, fields))
+            else:
+                actions.append(("unchanged", obj, current, None, []))
+        orphans = {}
+        for key, obj in sorted(live.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
+            if key in wanted or not self.managed(obj):
+                continue
+            team = obj["metadata"]["name"] if key[0] == "Namespace" else key[1]
+            if team is None:        # a cluster-scoped object of a team (its admission policies)
+                team = ((obj["metadata"].get("labels") or {}).get(tenants.TEAM_LABEL))
+            if team in names:
+                actions.append(("delete", None, obj, None, []))     # no longer rendered for a listed team
+            elif key[0] == "Namespace":
+                orphans[team] = obj
+        return actions, orphans
+
+    # -- writes -----------------------------------------------------------------------
+    def _write(self, action, desired, current, patch):
+        if action == "create":
+            self._count("CREATE")
+            self.kube.create(desired)
+        elif action == "update":
+            meta = desired["metadata"]
+            self._count("PATCH")
+            self.kube.patch(desired["apiVersion"], desired["kind"], meta["name"], patch,
+                            namespace=meta.get("namespace"))
+        elif action == "replace":
+            meta = desired["metadata"]
+            self._count("DELETE")
+            self.kube.delete(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
+            self._count("CREATE")
+            self.kube.create(desired)
+        elif action == "delete":
+            meta = current["metadata"]
+            self._count("DELETE")
+            self.kube.delete(current["apiVersion"], current["kind"], meta["name"], meta.get("namespace"))
+
+    def _run_batch(self, batch, errors, failed_namespaces):
+        def one(item):
+            action, desired, current, patch = item[:4]
+            obj = desired or current
+            if obj["metadata"].get("namespace") in failed_namespaces:
+                return item, "skipped: its namespace could not be written"
+            try:
+                self._write(action, desired, current, patch)
+                return item, None
+            except ApiError as exc:
+                return item, str(exc)
+        if not batch:
+            return []
+        done = []
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(batch))) as pool:
+            for item, error in pool.map(one, batch):
+                if error:
+                    errors.append("%s: %s" % (ref(item[1] or item[2]), error))
+                    if item[0] != "delete" and (item[1] or item[2])["kind"] == "Namespace":
+                        failed_namespaces.add((item[1] or item[2])["metadata"]["name"])
+                else:
+                    done.append(item)
+        return done
+
+    def prune(self, orphans, errors):
+        report = []
+        for team in sorted(orphans):
+            ns = orphans[team]
+            entry = {"team": team, "namespace": team}
+            if (ns.get("status") or {}).get("phase") == upstream.NAMESPACE_TERMINATING:
+                entry["action"] = "deleting"
+                report.append(entry)
+                continue
+            if not self.params.get("prune"):
+                entry["action"] = "kept"
+                entry["reason"] = "not in tenants_list; set tenants_prune: true to delete it"
+                report.append(entry)
+                continue
+            pods, dummy = self.kube.list("v1", "Pod", namespace=team)
+            self._count("LIST")
+            active = sorted(p["metadata"]["name"] for p in pods
+                            if (p.get("status") or {}).get("phase") not in upstream.POD_DONE_PHASES)
+            entry["pods"] = active
+            if active and not self.params.get("force"):
+                entry["action"] = "kept"
+                entry["reason"] = ("%d pod(s) still run in it (%s); set tenants_force: true to delete it anyway"
+                                   % (len(active), ", ".join(active[:5]) + (", ..." if len(active) > 5 else "")))
+                report.append(entry)
+                continue
+            if self.check_mode:
+                entry["action"] = "would_delete"
+            else:
+                try:
+                    self._count("DELETE")
+                    self.kube.delete("v1", "Namespace", team)
+                    entry["action"] = "deleted"
+                except ApiError as exc:
+                    entry["action"] = "failed"
+                    errors.append("Namespace %s: %s" % (team, exc))
+            report.append(entry)
+        return report
+
+    def run(self):
+        teams = self.params.get("tenants") or []
+        problems = tenants.validate(teams, self.settings)
+        if not problems:
+            problems = tenants.validate(teams, self.settings, self.cluster_facts(teams))
+        if problems:
+            raise DomainError("tenants_list: %d problem(s), nothing was changed:\n- %s"
+                              % (len(problems), "\n- ".join(problems)), problems=problems)
+        live = self.read_live()
+        actions, orphans = self.plan(teams, live)
+        errors = []
+        done = [a for a in actions if a[0] == "unchanged"]
+        pending = [a for a in actions if a[0] != "unchanged"]
+        if self.check_mode:
+            done = actions
+        else:
+            failed = set()
+            namespaces = [a for a in pending if a[0] != "delete" and a[1]["kind"] == "Namespace"]
+            rest = [a for a in pending if a[0] != "delete" and a[1]["kind"] != "Namespace"]
+            deletes = [a for a in pending if a[0] == "delete"]
+            for batch in (namespaces, rest, deletes):
+                done += self._run_batch(batch, errors, failed)
+        pruned = self.prune(orphans, errors)
+        return self.result(teams, done, pruned, errors)
+
+    def result(self, teams, done, pruned, errors):
+        summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}) for kind, dummy in tenants.KINDS)
+        changes, drift, diffs = [], [], []
+        word = {"create": "created", "update": "updated", "replace": "updated", "delete": "deleted",
+                "unchanged": "unchanged"}
+        for action, desired, current, dummy, fields in done:
+            obj = desired or current
+            summary[obj["kind"]][word[action]] += 1
+            if action == "unchanged":
+                continue
+            changes.append({"action": word[action], "object": ref(obj)})
+            if action in ("update", "replace"):
+                drift.append({"object": ref(obj), "fields": fields})
+            if self.want_diff:
+                diffs.append({"before_header": ref(obj), "after_header": ref(obj),
+                              "before": diff_view(current, desired), "after": diff_view(desired)})
+        summary["Namespace"]["pruned"] = sum(1 for p in pruned if p["action"] in ("deleted", "would_delete"))
+        changed = bool(changes) or summary["Namespace"]["pruned"] > 0
+        result = {"changed": changed, "summary": summary, "changes": changes, "drift": drift,
+                  "orphans": pruned, "teams": [t["name"] for t in teams], "requests": dict(self.requests),
+                  "overrides": list(self.overrides)}
+        if self.want_diff:
+            result["diff"] = diffs
+        if errors:
+            raise DomainError("%d write(s) failed; what succeeded stays and a re-run completes the rest:\n- %s"
+                              % (len(errors), "\n- ".join(errors[:20]) + ("\n- ..." if len(errors) > 20 else "")),
+                              errors=errors, **dict((k, v) for k, v in result.items() if k != "diff"))
+        return result
