@@ -216,6 +216,17 @@ def test_nccl_warn_without_any_table():
     ]
 
 
+@pytest.mark.parametrize("line,kind", [
+    ("Test CUDA failure common.cu:730 'unknown error'", "CUDA failure"),                             # NVIDIA/nccl-tests#66
+    ("Test CUDA failure common.cu:986 'invalid device ordinal'", "CUDA failure"),                    # NVIDIA/nccl-tests#300
+    ("c2211f46f318: Test NCCL failure common.cu:1005 'unhandled CUDA error'", "NCCL failure"),        # NVIDIA/nccl-tests#280
+    ("NCCL failure common.cu:908 'unhandled cuda error'.", "NCCL failure"),                          # NVIDIA/nccl-tests#6 (2018)
+])
+def test_single_failure_lines_users_report(line, kind):
+    # real lines quoted in the issues named; each is the whole output the user showed
+    assert parse(line + "\n")["errors"] == ["%s (line 1): %s" % (kind, line), "no result rows: the test printed no table"]
+
+
 def test_failure_right_after_the_header():
     result = parse(fixture("all_reduce__header-then-nccl-failure__2-gpus.txt"))
     assert [rank["device"] for rank in result["ranks"]] == [0, 1]
