@@ -205,10 +205,11 @@ class Handler(BaseHTTPRequestHandler):
                 method, self.path, self.headers.get("Content-Type"), self.headers.get("Accept"),
                 self.headers.get("User-Agent")))
         audit_log = getattr(self.server, "audit", None)    # simcluster/audit.py, from the cluster file
-        record = None
+        self._audit = None
         if audit_log is not None and not url.path.startswith("/_sim/"):
             self._audit_out = (200, b"")
             record = audit_log.begin(method, url.path, self.path, query, self.headers, body, self.client_address[0])
+            self._audit = (audit_log, record, req.flag("watch") or "/watch/" in url.path)
         try:
             self._route(req)
         except ApiError as exc:
@@ -222,8 +223,16 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             self._send_json(500, ApiError(500, "InternalError",
                                           "Internal error occurred: %s" % exc).status(), req)
-        if record is not None:
-            audit_log.end(record, *self._audit_out, watch=req.flag("watch") or "/watch/" in url.path)
+        self._end_audit()
+
+    def _end_audit(self):
+        """The request's last audit event, once. kube-apiserver's audit filter writes it (blocking
+        log backend) before the buffered response reaches the client, so _send calls this before
+        writing: a client that reads the log after its answer finds the event."""
+        pending, self._audit = getattr(self, "_audit", None), None
+        if pending is not None:
+            audit_log, record, watch = pending
+            audit_log.end(record, *self._audit_out, watch=watch)
 
     def _send(self, code, body, ctype="application/json", req=None, extra=()):
         head = ["HTTP/1.1 %d %s" % (code, REASONS.get(code, "Unknown")),
@@ -240,6 +249,7 @@ class Handler(BaseHTTPRequestHandler):
             head.append("Connection: close")
         data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace")
         self._audit_out = (code, body if ctype.startswith("application/json") else b"")
+        self._end_audit()
         if self.command != "HEAD":
             data += body
         self.wfile.write(data)
