@@ -8,7 +8,6 @@ before the commit, so that check-then-commit (quota) is atomic.
 
 import collections
 import datetime
-import importlib
 import itertools
 import random
 import string
@@ -16,7 +15,7 @@ import threading
 import time
 import uuid
 
-from . import errors, managed
+from . import admission as default_admission, controllers, errors, managed
 from .errors import ApiError
 from .registry import Registry
 from .selectors import match_fields, match_labels, parse_field_selector, parse_label_selector
@@ -51,34 +50,16 @@ def _no_admit(store, op, resource, obj, old, **kw):
     return []
 
 
-class _Admission:
-    """Lazy import of simcluster.admission; a no-op while that module is absent."""
+class _AdmissionHook:
+    """The admission chain the Store calls before each commit: `_mod` is a module (or object)
+    with admit(store, op, resource, obj, old, **kw); False for none (tests of the store alone)."""
 
-    def __init__(self):
-        self._mod = None
-
-    def module(self):
-        if self._mod is None:
-            try:
-                self._mod = importlib.import_module("simcluster.admission")
-            except ModuleNotFoundError as exc:
-                if exc.name not in ("simcluster.admission",):
-                    raise
-                self._mod = False
-        return self._mod
+    def __init__(self, mod):
+        self._mod = mod
 
     def admit(self, *args, **kw):
-        mod = self.module()
-        fn = getattr(mod, "admit", None) if mod else None
+        fn = getattr(self._mod, "admit", None) if self._mod else None
         return (fn or _no_admit)(*args, **kw) or []
-
-    def evict(self, store, namespace, name, body):
-        mod = self.module()
-        fn = getattr(mod, "evict", None) if mod else None
-        if fn is None:
-            store.delete("pods", namespace, name)
-            return
-        fn(store, namespace, name, body)
 
 
 def _spec_part(obj):
@@ -94,7 +75,7 @@ def _without_managed(obj):
 
 
 class Store:
-    def __init__(self, registry=None, history=WATCH_HISTORY):
+    def __init__(self, registry=None, history=WATCH_HISTORY, admission=None):
         self.registry = registry or Registry()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -106,7 +87,7 @@ class Store:
         self._dropped_upto = 0
         self._subscribers = []
         self._ip = itertools.count(10)
-        self.admission = _Admission()
+        self.admission = _AdmissionHook(default_admission if admission is None else admission)
         self.pod_logs = {}
         self.crd_listeners = []                        # fn() after CRD changes
         self.journal = None                            # persist.Journal with --state
@@ -120,6 +101,9 @@ class Store:
             "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1",
                      "ports": [{"name": "https", "port": 443, "protocol": "TCP",
                                 "targetPort": 6443}]}}, admit=False)
+        # kube-controller-manager's quota and disruption controllers: the status they write
+        # is part of what the API serves (quota used, a budget's disruptionsAllowed)
+        controllers.attach(self)
 
     # --- helpers ------------------------------------------------------------
 

@@ -4,6 +4,7 @@ Each takes the ResourceContext (simcluster/verbs.py) of the request; status and 
 plain updates of the object and stay there.
 """
 
+from .controllers import disruption
 from .errors import ApiError, bad_request
 from .patch import json_patch, merge_patch
 from .request import PATCH_TYPES, decode_body
@@ -88,7 +89,7 @@ def eviction(ctx):
     body = decode_body(ctx.req)
     if ctx.store.get("pods", ctx.namespace, ctx.name) is None:
         raise ctx.not_found()
-    ctx.store.admission.evict(ctx.store, ctx.namespace, ctx.name, body)
+    disruption.evict(ctx.store, ctx.namespace, ctx.name, body)
     ctx.h.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                             "status": "Success", "code": 201}, ctx.req)
 
