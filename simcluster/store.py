@@ -50,6 +50,26 @@ def _no_admit(store, op, resource, obj, old, **kw):
     return []
 
 
+def assign_pod(pod, node, name):
+    """What a Binding does to its pod (assignPod in pkg/registry/core/pod/storage): spec.nodeName
+    and the PodScheduled=True condition, one write, so nobody sees a bound pod not yet
+    scheduled. 409 when the pod is already assigned."""
+    assigned = (pod.get("spec") or {}).get("nodeName")
+    if assigned:
+        raise ApiError(409, "Conflict", "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is "
+                       "already assigned to node \"%s\"" % (name, name, assigned))
+    pod.setdefault("spec", {})["nodeName"] = node
+    status = pod.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    since = old.get("lastTransitionTime") if old.get("status") == "True" else None
+    conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                  "lastTransitionTime": since or now()})
+    status["conditions"] = conds
+    return pod
+
+
 class _AdmissionHook:
     """The admission chain the Store calls before each commit: `_mod` is a module (or object)
     with admit(store, op, resource, obj, old, **kw); False for none (tests of the store alone)."""
@@ -549,6 +569,12 @@ class Store:
         self._put(resource, key, new)
         self._record("MODIFIED", resource, new, old, pending)
         return copy_obj(new)
+
+    def bind(self, namespace, name, node, *, admit=False, field_manager="kube-scheduler", warnings=None):
+        """The pods/binding subresource: spec.nodeName and PodScheduled=True in one write."""
+        return self.patch("pods", namespace, name, lambda cur: assign_pod(cur, node, name),
+                          subresource="binding", admit=admit, field_manager=field_manager,
+                          warnings=warnings)
 
     def merge_patch(self, resource, namespace, name, patch, *, subresource=None, **kw):
         from .patch import merge_patch

@@ -98,16 +98,6 @@ def binding(ctx):
     target = ((body or {}).get("target") or {}).get("name")
     if not target:
         raise bad_request("target.name: Required value")
-
-    def fn(cur):
-        node = (cur.get("spec") or {}).get("nodeName")
-        if node:
-            raise ApiError(409, "Conflict", "Operation cannot be fulfilled on "
-                           "pods/binding \"%s\": pod %s is already assigned to node \"%s\""
-                           % (ctx.name, ctx.name, node))
-        cur.setdefault("spec", {})["nodeName"] = target
-        return cur
-
-    ctx.store.patch("pods", ctx.namespace, ctx.name, fn, field_manager="kube-scheduler")
+    ctx.store.bind(ctx.namespace, ctx.name, target, admit=True, warnings=ctx.req.warnings)
     ctx.h.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                            "status": "Success", "code": 201}, ctx.req)
+                          "status": "Success", "code": 201}, ctx.req)

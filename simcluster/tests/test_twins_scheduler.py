@@ -127,3 +127,18 @@ def test_cpu_and_memory_requests_are_checked(cluster):
     assert "3 Insufficient cpu" in cond["message"]
     c.store.create("pods", pod("slim", resources={"requests": {"cpu": "100m", "memory": "64Mi"}}))
     c.wait(lambda: c.pod("default", "slim")["spec"].get("nodeName"))
+
+
+def test_a_bound_pod_is_scheduled_in_the_same_write(cluster):
+    """The pods/binding subresource sets spec.nodeName and PodScheduled=True together: no watcher
+    (nor a test on a loaded machine) sees a pod on a node that is not yet scheduled."""
+    c = cluster
+    seen = []
+    c.store.subscribe(lambda ev, res, obj: seen.append(obj) if res == "pods" and
+                      obj["metadata"]["name"] == "web" else None)
+    c.store.create("pods", pod("web"))
+    c.wait(lambda: c.pod("default", "web")["spec"].get("nodeName"), what="web bound")
+    bound = [o for o in seen if o["spec"].get("nodeName")]
+    assert bound
+    assert all(any(cd["type"] == "PodScheduled" and cd["status"] == "True"
+                   for cd in (o.get("status") or {}).get("conditions") or []) for o in bound)

@@ -13,6 +13,7 @@ import uuid
 from .. import errors
 from ..errors import ApiError
 from ..selectors import match_labels, parse_label_selector
+from ..store import assign_pod
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "clusterpolicies.nvidia.com", "persistentvolumes",
                   "customresourcedefinitions.apiextensions.k8s.io", "priorityclasses.scheduling.k8s.io",
@@ -98,7 +99,9 @@ class FakeStore:
             rv = meta.get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(resource, meta["name"])
-            if status_only:
+            if status_only == "all":          # a binding: spec and status in one write
+                new = copy.deepcopy(obj)
+            elif status_only:
                 new = copy.deepcopy(old)
                 new["status"] = copy.deepcopy(obj.get("status"))
             else:
@@ -126,6 +129,13 @@ class FakeStore:
 
     def update_status(self, resource, obj):
         return self._replace(resource, copy.deepcopy(obj), True, False)
+
+    def bind(self, namespace, name, node):
+        with self._lock:
+            cur = self.get("pods", namespace, name)
+            if cur is None:
+                raise errors.not_found("pods", name)
+            return self._replace("pods", assign_pod(cur, node, name), "all", False)
 
     def merge_patch(self, resource, namespace, name, patch, *, subresource=None):
         with self._lock:      # read-modify-write must be atomic, as in the real store
