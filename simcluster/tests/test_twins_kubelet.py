@@ -111,3 +111,39 @@ def test_pod_bound_by_hand_beyond_the_node_gpus_is_rejected_by_the_kubelet(clust
     assert status_word(got) == "OutOfnvidia.com/gpu"
     assert got["status"]["message"].startswith(
         "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1")
+
+
+def test_pod_ips_are_never_shared_by_two_live_pods():
+    """host-local IPAM per node: 253 addresses, held until the pod is gone, round-robin."""
+    from simcluster.twins.pod_ips import PodIPs
+    ips = PodIPs()
+    live = {}
+    for i in range(1000):                      # churn: 4 pods stay, every other one goes
+        uid = "u%d" % i
+        live[uid] = ips.ip(uid, "gpu-1", 1, list)
+        assert live[uid] is not None
+        if i % 5:
+            ips.release(uid)
+            del live[uid]
+    assert len(set(live.values())) == len(live) == 200
+    assert all(ip.startswith("10.244.1.") for ip in live.values())
+    assert ips.ip("u0", "gpu-1", 1, list) == live["u0"]          # stable for the pod's life
+    full = PodIPs()
+    got = {full.ip("p%d" % i, "n", 0, list) for i in range(253)}
+    assert len(got) == 253 and "10.244.0.1" not in got and "10.244.0.255" not in got
+    assert full.ip("one-more", "n", 0, list) is None             # the range is full
+    full.release("p7")
+    assert full.ip("one-more", "n", 0, list) == "10.244.0.9"
+
+
+def test_pod_ips_skip_what_existing_pods_show_and_scale_to_1000_nodes():
+    import time as _time
+    from simcluster.twins.pod_ips import PodIPs
+    before = [{"metadata": {"uid": "old%d" % i}, "status": {"podIP": "10.244.3.%d" % i}} for i in range(2, 12)]
+    ips = PodIPs()
+    assert ips.ip("new", "gpu-3", 3, lambda: before) == "10.244.3.12"   # a restarted simulator
+    start = _time.monotonic()
+    got = {ips.ip("p%d" % i, "node-%d" % (i % 1000), 1 + i % 1000, list) for i in range(7000)}
+    assert len(got) == 7000
+    assert "10.247.232.2" in got                                    # node 1000 has its own /24
+    assert _time.monotonic() - start < 2.0
