@@ -5,19 +5,15 @@ it); it is recomputed when a budget is created or changed and when a pod of its 
 changes. evict() is POST pods/{name}/eviction (pkg/registry/core/pod/storage/eviction.go).
 """
 
-import datetime
 import threading
 
+from simcluster.clock import now
 from simcluster.errors import ApiError, not_found
 from simcluster.quota_usage import refs
 from simcluster.validation import disruption
 
 _SCALED = {"ReplicaSet": "replicasets.apps", "StatefulSet": "statefulsets.apps",
            "ReplicationController": "replicationcontrollers", "Deployment": "deployments.apps"}
-
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class DisruptionController:
@@ -45,7 +41,7 @@ class DisruptionController:
                 if pods is None:
                     pods = refs(store, "pods", ns)
                 try:
-                    status = disruption.status_of(pdb, pods, _now(), scale_getter(store))
+                    status = disruption.status_of(pdb, pods, now(), scale_getter(store))
                 except (AttributeError, TypeError, ValueError):
                     continue  # malformed budget stored without admission: leave it alone
                 old = dict(pdb.get("status") or {})

@@ -8,13 +8,13 @@ Also kubectl's STATUS column for a pod (status_word), so tests assert what
 an operator would see.
 """
 
-import copy
 import functools
 import os
 import time
 
 import yaml
 
+from ..jsoncopy import clone
 from .. import clusterfile
 from ..errors import ApiError
 
@@ -58,7 +58,7 @@ def _chart_workloads():
 
 def chart_workloads(namespace, image=OPERATOR_IMAGE):
     """Copies of the chart's workloads for `namespace`, the operator running `image`."""
-    objs = copy.deepcopy(list(_chart_workloads()))
+    objs = clone(list(_chart_workloads()))
     for obj in objs:
         obj["metadata"]["namespace"] = namespace
         if obj["metadata"]["name"] == "gpu-operator":
@@ -157,7 +157,7 @@ class TwinCluster:
             for path in self.spec["crds"]:
                 for doc in _crd_docs(path):
                     self.store.create("customresourcedefinitions.apiextensions.k8s.io",
-                                      copy.deepcopy(doc))
+                                      clone(doc))
         else:
             from .fakestore import FakeStore
             self.store = FakeStore(admit=admit)
@@ -267,4 +267,4 @@ class TwinCluster:
         return self.store.pod_logs.get((namespace, name, container))
 
     def copy(self, obj):
-        return copy.deepcopy(obj)
+        return clone(obj)
