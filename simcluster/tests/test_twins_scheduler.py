@@ -142,3 +142,20 @@ def test_a_bound_pod_is_scheduled_in_the_same_write(cluster):
     assert bound
     assert all(any(cd["type"] == "PodScheduled" and cd["status"] == "True"
                    for cd in (o.get("status") or {}).get("conditions") or []) for o in bound)
+
+
+def test_requests_are_summed_exactly_like_the_quota_does():
+    """One quantity arithmetic: 1 cpu bound plus 1000000001n asked exceeds 2 cpus by 1n, which
+    float sums (with a 1e-9 tolerance) let through while the API server's quota would not."""
+    from simcluster.twins.scheduler import insufficient
+    from simcluster.twins.util import containers_requests, parse_quantity
+    from simcluster.validation.quantity import Quantity
+    node = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}
+    used = {"n": containers_requests({"containers": [{"resources": {"requests": {"cpu": "1"}}}]})}
+    ask = {"containers": [{"resources": {"requests": {"cpu": "1000000001n", "memory": "512Mi"}}}]}
+    assert insufficient(ask, node, used) == ["cpu"]
+    fits = {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}
+    assert insufficient(fits, node, used) == []
+    for text in ("0.1", "100m", "1Gi", "1.5e3", "1n", "7"):
+        assert parse_quantity(text) == Quantity.parse(text).value
+    assert parse_quantity("0.1") + parse_quantity("0.2") == parse_quantity("300m")

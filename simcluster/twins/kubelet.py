@@ -236,7 +236,7 @@ class Kubelet:
             try:
                 cap = parse_quantity(alloc.get(res, 0))
             except ValueError:
-                cap = 0.0
+                cap = 0
             if used.get(res, 0) + want > cap:
                 return {"kind": "rejected", "reason": "OutOf" + res,
                         "message": "Pod was rejected: Node didn't have enough resource: %s, "

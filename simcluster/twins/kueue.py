@@ -25,6 +25,7 @@ Lowering a quota evicts nothing: only a pending Workload ever preempts.
 import hashlib
 
 from ..errors import ApiError
+from ..validation.quantity import Quantity
 from .util import clone, containers_requests, now_iso, owner_ref, set_condition, write_status
 from ..selectors import label_selector_matches as _selector_matches
 
@@ -35,7 +36,6 @@ LQS = "localqueues.kueue.x-k8s.io"
 FLAVORS = "resourceflavors.kueue.x-k8s.io"
 MANAGER = "kueue-controller-manager"
 API = "kueue.x-k8s.io/v1beta2"
-EPS = 1e-9
 PREEMPTION_REASONS = {"InCohortReclamation": "reclamation within the cohort",
                       "InCohortFairSharing": "Fair Sharing within the cohort"}
 
@@ -53,7 +53,7 @@ def _amount(v):
     try:
         return parse_quantity(v)
     except ValueError:
-        return 0.0
+        return 0
 
 
 def _reserved_at(wl):
@@ -93,12 +93,12 @@ class Quotas:
         return None
 
     def used(self, cq, flavor, resource):
-        return self.usage.get((cq["metadata"]["name"], flavor, resource), 0.0)
+        return self.usage.get((cq["metadata"]["name"], flavor, resource), 0)
 
-    def add(self, cqname, assignment, sign=1.0):
+    def add(self, cqname, assignment, sign=1):
         for (flavor, resource), amount in assignment.items():
             key = (cqname, flavor, resource)
-            self.usage[key] = self.usage.get(key, 0.0) + sign * amount
+            self.usage[key] = self.usage.get(key, 0) + sign * amount
 
     def members(self, cq):
         cohort = cq["spec"].get("cohortName")
@@ -109,23 +109,23 @@ class Quotas:
     def guaranteed(self, cq, flavor, resource):
         r = self.row(cq, flavor, resource)
         if r is None:
-            return 0.0
+            return 0
         nominal = _amount(r.get("nominalQuota"))
         if r.get("lendingLimit") is None or not cq["spec"].get("cohortName"):
-            return 0.0 if cq["spec"].get("cohortName") else nominal
-        return max(0.0, nominal - _amount(r["lendingLimit"]))
+            return 0 if cq["spec"].get("cohortName") else nominal
+        return max(0, nominal - _amount(r["lendingLimit"]))
 
     def available(self, cq, flavor, resource):
         """What cq can still take of (flavor, resource), borrowing included."""
         r = self.row(cq, flavor, resource)
         if r is None:
-            return 0.0
+            return 0
         nominal = _amount(r.get("nominalQuota"))
         used = self.used(cq, flavor, resource)
         if not cq["spec"].get("cohortName"):
             return nominal - used
-        local = max(0.0, self.guaranteed(cq, flavor, resource) - used)
-        pool = pool_used = 0.0
+        local = max(0, self.guaranteed(cq, flavor, resource) - used)
+        pool = pool_used = 0
         for m in self.members(cq):
             mr = self.row(m, flavor, resource)
             if mr is None:
@@ -133,15 +133,15 @@ class Quotas:
             mn = _amount(mr.get("nominalQuota"))
             g = self.guaranteed(m, flavor, resource)
             pool += mn - g
-            pool_used += max(0.0, self.used(m, flavor, resource) - g)
-        avail = local + max(0.0, pool - pool_used)
+            pool_used += max(0, self.used(m, flavor, resource) - g)
+        avail = local + max(0, pool - pool_used)
         if r.get("borrowingLimit") is not None:
             avail = min(avail, nominal + _amount(r["borrowingLimit"]) - used)
         return avail
 
     def borrowing(self, cq):
         for fname, r in self.rows(cq):
-            if self.used(cq, fname, r["name"]) > _amount(r.get("nominalQuota")) + EPS:
+            if self.used(cq, fname, r["name"]) > _amount(r.get("nominalQuota")):
                 return True
         return False
 
@@ -150,13 +150,15 @@ class Quotas:
         worst = 0.0
         for fname, r in self.rows(cq):
             res = r["name"]
-            used = self.used(cq, fname, res) + (extra or {}).get((fname, res), 0.0)
-            borrowed = max(0.0, used - _amount(r.get("nominalQuota")))
+            used = self.used(cq, fname, res) + (extra or {}).get((fname, res), 0)
+            borrowed = max(0, used - _amount(r.get("nominalQuota")))
             lendable = sum(_amount((self.row(m, fname, res) or {}).get("nominalQuota")) - self.guaranteed(m, fname, res)
                            for m in self.members(cq))
             if lendable > 0:
-                worst = max(worst, borrowed * 1000.0 / lendable)
-        weight = float(((cq["spec"].get("fairSharing") or {}).get("weight", 1)) or 0)
+                # Kueue's dominantResourceShare: float64(borrowed) * 1000 / float64(lendable)
+                worst = max(worst, float(borrowed) * 1000.0 / float(lendable))
+        # parseFairWeight: the weight Quantity AsFloat64Slow
+        weight = float(_amount((cq["spec"].get("fairSharing") or {}).get("weight", 1)))
         return float("inf") if weight == 0 and worst > 0 else (worst / weight if weight else 0.0)
 
 
@@ -340,7 +342,7 @@ class Kueue:
                     for r in fl.get("resources") or []:
                         used = quotas.used(cq, fl["name"], r["name"])
                         rows.append({"name": r["name"], "total": _fmt(used),
-                                     "borrowed": _fmt(max(0.0, used - _amount(r.get("nominalQuota"))))})
+                                     "borrowed": _fmt(max(0, used - _amount(r.get("nominalQuota"))))})
                     usage.append({"name": fl["name"], "resources": rows})
             status = clone(cq.get("status") or {})
             status.update({"flavorsReservation": usage, "flavorsUsage": clone(usage),
@@ -369,7 +371,7 @@ class Kueue:
         out = {}
         for psa in adm.get("podSetAssignments") or []:
             for res, flavor in (psa.get("flavors") or {}).items():
-                out[(flavor, res)] = out.get((flavor, res), 0.0) + _amount((psa.get("resourceUsage") or {}).get(res))
+                out[(flavor, res)] = out.get((flavor, res), 0) + _amount((psa.get("resourceUsage") or {}).get(res))
         return out
 
     def _fit(self, cq, quotas, req, flavors, selector=None):
@@ -393,7 +395,7 @@ class Kueue:
                     messages.append("flavor %s doesn't match node affinity" % name)
                     continue
                 short = [(r, v - quotas.available(cq, name, r)) for r, v in sorted(wanted.items())
-                         if v > quotas.available(cq, name, r) + EPS]
+                         if v > quotas.available(cq, name, r)]
                 if not short:
                     return (name, {(name, r): v for r, v in wanted.items()}), None
                 r, more = short[0]
@@ -460,13 +462,13 @@ class Kueue:
         what the queue's nominal quota guarantees. None when that does not make it fit."""
         for r, v in req.items():
             row = quotas.row(cq, first, r)
-            if row is None or quotas.used(cq, first, r) + v > _amount(row.get("nominalQuota")) + EPS:
+            if row is None or quotas.used(cq, first, r) + v > _amount(row.get("nominalQuota")):
                 return None
         victims = []
         for wl, ocq in cands:
             if not quotas.borrowing(ocq):
                 continue
-            quotas.add(ocq["metadata"]["name"], self._assigned(wl["status"]["admission"]), -1.0)
+            quotas.add(ocq["metadata"]["name"], self._assigned(wl["status"]["admission"]), -1)
             victims.append((wl, ocq))
             if self._fit(cq, quotas, req, flavors, selector)[0] is not None:
                 return [w for w, _ in victims]
@@ -487,7 +489,7 @@ class Kueue:
         victims, retry = [], {}
 
         def take(name, wl):
-            quotas.add(name, self._assigned(wl["status"]["admission"]), -1.0)
+            quotas.add(name, self._assigned(wl["status"]["admission"]), -1)
             victims.append((wl, quotas.cqs[name]))
             return self._fit(cq, quotas, req, flavors, selector)[0] is not None
 
@@ -499,7 +501,7 @@ class Kueue:
             while queue:
                 wl = queue.pop(0)
                 assigned = self._assigned(wl["status"]["admission"])
-                quotas.add(name, assigned, -1.0)
+                quotas.add(name, assigned, -1)
                 after = quotas.drs(quotas.cqs[name])
                 quotas.add(name, assigned)
                 if mine <= after:
@@ -613,4 +615,5 @@ class Kueue:
 
 
 def _fmt(v):
-    return str(int(v)) if float(v).is_integer() else "%g" % v
+    """An exact amount as resource.Quantity prints it (4, 500m)."""
+    return str(Quantity(v))

@@ -63,7 +63,7 @@ class Scheduler:
             if node in used and pod_active(p):
                 acc = used[node]
                 for k, v in containers_requests(p["spec"]).items():
-                    acc[k] = acc.get(k, 0.0) + v
+                    acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
         pending.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
         for pod in pending:
@@ -148,8 +148,8 @@ def insufficient(spec, node, used):
         try:
             cap = parse_quantity(alloc.get(res, 0))
         except ValueError:
-            cap = 0.0
-        if have.get(res, 0.0) + amount > cap + 1e-9:
+            cap = 0
+        if have.get(res, 0) + amount > cap:
             short.append(res)
     return short
 
@@ -167,7 +167,7 @@ def bind(ctx, pod, name, used):
         raise
     acc = used.setdefault(name, {})
     for k, v in containers_requests(pod["spec"]).items():
-        acc[k] = acc.get(k, 0.0) + v
+        acc[k] = acc.get(k, 0) + v
     acc["pods"] = acc.get("pods", 0) + 1
     ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
         pod["metadata"]["namespace"], pod["metadata"]["name"], name))
