@@ -83,6 +83,20 @@ def test_err_image_pull_comes_before_the_backoff():
         c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
 
 
+def test_the_first_pull_fails_before_any_back_off_however_late_the_kubelet_looks():
+    """A kubelet pass that comes after the back-off delay (a loaded machine; here a zero delay)
+    still shows ErrImagePull and records the Failed event first, as the real first pull does."""
+    with TwinCluster("airgapped.yaml", timings={"image_pull_backoff": 0.0}) as c:
+        words = []
+        c.store.subscribe(lambda ev, res, obj: words.append(status_word(obj)) if res == "pods" else None)
+        c.store.create("pods", pod("public", image="docker.io/library/busybox:1.36"))
+        c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
+        assert "ErrImagePull" in words
+        assert words.index("ErrImagePull") < words.index("ImagePullBackOff")
+        failed = c.wait(lambda: c.events("Failed", "public"))
+        assert "failed to pull and unpack image" in failed[0]["message"]
+
+
 def test_behaviour_annotation_makes_a_container_crash(cluster):
     c = cluster
     p = pod("crashy")

@@ -69,6 +69,7 @@ class Kubelet:
         self.ips = PodIPs()      # host-local IPAM per node: an address is held until the pod is gone
         self._node_index = {}    # node name -> its number in the cluster file (its pod CIDR)
         self.admitted = set()    # pod uids that passed the kubelet's admission
+        self.pull_failed = {}    # pod uid -> monotonic time its first image pull failed
         self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
         self._marks = {}         # (namespace, name) -> (node, phase, ready) last queued for
         self._policy_gen = None  # the ClusterPolicy generation the pods were last queued for
@@ -159,6 +160,7 @@ class Kubelet:
     def _forget(self, key, uid):
         self.uids.pop(key, None)
         self.ips.release(uid)
+        self.pull_failed.pop(uid, None)
         self.bound_at.pop(uid, None)
         self.started.pop(uid, None)
         self.admitted.discard(uid)
@@ -260,13 +262,19 @@ class Kubelet:
         bad = [c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
                if self._pull_failure(c.get("image") or "")]
         if bad:
-            since = elapsed - t["pod_start"]
-            backoff = since >= t["image_pull_backoff"]
+            # The first pull fails (ErrImagePull, the Failed event) before any back-off: back-off
+            # counts from that attempt, not from the pod's start, however late this pass runs.
+            first = self.pull_failed.get(uid)
+            since = 0.0 if first is None else time.monotonic() - first
+            backoff = first is not None and since >= t["image_pull_backoff"]
             if not backoff:
                 self._again(pod, t["image_pull_backoff"] - since + 0.001)
-            return self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
-                                                       "image": bad[0].get("image"),
-                                                       "backoff": backoff}))
+            written = self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
+                                                          "image": bad[0].get("image"),
+                                                          "backoff": backoff}))
+            if first is None and written is not None:
+                self.pull_failed[uid] = time.monotonic()
+            return written
         if uid not in self.admitted:
             refused = self._admit(pod)
             if refused is not None:
