@@ -26,16 +26,16 @@ def check_list_options(rv, match, cont):
                        '"Exact", "NotOlderThan"' % match)
     if match and not rv:
         raise list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden "
-                                    "unless resourceVersion is provided")
+                                   "unless resourceVersion is provided")
     if match and cont:
         raise list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden "
-                                    "when continue is provided")
+                                   "when continue is provided")
     if match == "Exact" and rv == "0":
         raise list_options_invalid("resourceVersionMatch", 'resourceVersionMatch "exact" is '
-                                    'forbidden for resourceVersion "0"')
+                                   'forbidden for resourceVersion "0"')
     if cont and rv not in ("", "0"):
         raise list_options_invalid("resourceVersion", "specifying resource version is not "
-                                    "allowed when using continue")
+                                   "allowed when using continue")
     if rv and not rv.isdigit():
         raise bad_request('invalid resource version "%s"' % rv)
 
@@ -53,7 +53,7 @@ def decode_continue(cont):
             raise ValueError(start)
     except (ValueError, KeyError, TypeError):
         raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
-                   "(version meta.k8s.io/v1)")
+                          "(version meta.k8s.io/v1)")
     return rv, start
 
 

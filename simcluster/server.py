@@ -164,7 +164,7 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug: answer like the API server does, log it
             traceback.print_exc()
             self.send_json(500, ApiError(500, "InternalError",
-                                          "Internal error occurred: %s" % exc).status(), req)
+                                         "Internal error occurred: %s" % exc).status(), req)
         self._end_audit()
 
     def _end_audit(self):
@@ -204,7 +204,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send(code, protobuf.encode(obj), protobuf.CONTENT_TYPE, req, extra)
             return
         self.send(code, json.dumps(obj, separators=(",", ":")).encode(), "application/json",
-                   req, extra)
+                  req, extra)
 
     def _wants_protobuf(self, req):
         accept = req.accept
@@ -220,8 +220,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._sim(req, parts[1:])
         if not parts:
             return self.send_json(200, {"paths": ["/api", "/api/v1", "/apis", "/openapi/v2",
-                                                   "/openapi/v3",
-                                                   "/version", "/healthz"]})
+                                                  "/openapi/v3",
+                                                  "/version", "/healthz"]})
         head = parts[0]
         if head in ("healthz", "livez", "readyz"):
             srv.stats.count("get", "nonresource")
@@ -302,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             raise not_found_path()
         return self.send(200, body, "application/json",
-                          extra=["Etag: \"%d\"" % self.server.registry.generation])
+                         extra=["Etag: \"%d\"" % self.server.registry.generation])
 
     def _resource(self, req, group, version, rest):
         watch_prefix = False

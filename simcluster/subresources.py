@@ -77,7 +77,7 @@ def log(ctx):
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if phase == "Pending":
             raise bad_request('container "%s" in pod "%s" is waiting to start: '
-                       'ContainerCreating' % (container, ctx.name))
+                              'ContainerCreating' % (container, ctx.name))
         text = ""
     tail = ctx.req.q("tailLines")
     if tail:
@@ -91,7 +91,7 @@ def eviction(ctx):
         raise ctx.not_found()
     disruption.evict(ctx.store, ctx.namespace, ctx.name, body)
     ctx.h.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                            "status": "Success", "code": 201}, ctx.req)
+                          "status": "Success", "code": 201}, ctx.req)
 
 def binding(ctx):
     body = decode_body(ctx.req)

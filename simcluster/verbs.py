@@ -43,7 +43,7 @@ class ResourceContext:
         fv = self.req.q("fieldValidation") or "Warn"
         if fv not in ("Strict", "Warn", "Ignore"):
             raise bad_request('fieldValidation: Unsupported value: "%s": supported values: "Ignore", '
-                       '"Strict", "Warn"' % fv)
+                              '"Strict", "Warn"' % fv)
         dr = self.req.q("dryRun")
         if dr and dr != "All":
             raise bad_request('dryRun: Unsupported value: "%s": supported values: "All"' % dr)
@@ -128,8 +128,8 @@ class ResourceContext:
         if tables.wants_table(self.req.accept):
             rv = self.store.resource_version
             return self.h.send_json(200, tables.table(self.info, [obj], rv, self.req,
-                                                       self.version),
-                                     self.req)
+                                                      self.version),
+                                    self.req)
         self.h.send_json(200, obj, self.req)
 
     def not_found(self):
@@ -171,7 +171,7 @@ class ResourceContext:
         kind = obj.get("kind")
         if kind and kind != self.info.kind and not self.sub:
             raise bad_request('the kind of the provided object (%s) does not match the expected '
-                       'kind (%s)' % (kind, self.info.kind))
+                              'kind (%s)' % (kind, self.info.kind))
         meta = obj.get("metadata")
         if meta is None:
             obj["metadata"] = meta = {}
@@ -181,7 +181,7 @@ class ResourceContext:
             ns = meta.get("namespace")
             if ns and ns != self.namespace:
                 raise bad_request("the namespace of the provided object does not match the "
-                           "namespace sent on the request")
+                                  "namespace sent on the request")
             meta["namespace"] = self.namespace
         obj["apiVersion"] = self.api_version
         return obj
@@ -201,7 +201,7 @@ class ResourceContext:
         meta = obj["metadata"]
         if meta.get("name") and meta["name"] != self.name:
             raise bad_request("the name of the object (%s) does not match the name on the URL (%s)"
-                       % (meta["name"], self.name))
+                              % (meta["name"], self.name))
         meta["name"] = self.name
         opts = self.write_options()
         if self.sub == "finalize":
@@ -269,20 +269,20 @@ class ResourceContext:
         for field in ("apiVersion", "kind"):
             if not applied.get(field):
                 raise bad_request("invalid object type: /, Kind=" if field == "kind" else
-                           "Object 'apiVersion' is missing in '%s'" % json.dumps(applied))
+                                  "Object 'apiVersion' is missing in '%s'" % json.dumps(applied))
         if applied["kind"] != self.info.kind:
             raise bad_request('the kind of the provided object (%s) does not match the expected kind '
-                       '(%s)' % (applied["kind"], self.info.kind))
+                              '(%s)' % (applied["kind"], self.info.kind))
         meta = applied.setdefault("metadata", {}) or {}
         applied["metadata"] = meta
         if meta.get("name") and meta["name"] != self.name:
             raise bad_request("the name of the object (%s) does not match the name on the URL (%s)"
-                       % (meta["name"], self.name))
+                              % (meta["name"], self.name))
         meta["name"] = self.name
         if self.info.namespaced:
             if meta.get("namespace") and meta["namespace"] != self.namespace:
                 raise bad_request("the namespace of the provided object does not match the "
-                           "namespace sent on the request")
+                                  "namespace sent on the request")
             meta["namespace"] = self.namespace
         applied["apiVersion"] = self.api_version
         sub = "status" if self.sub == "status" else None

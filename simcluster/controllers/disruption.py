@@ -10,6 +10,7 @@ import threading
 from simcluster.clock import now
 from simcluster.errors import ApiError, not_found
 from simcluster.quota_usage import refs
+from simcluster.controllers.status import write_status
 from simcluster.validation import disruption
 
 _SCALED = {"ReplicaSet": "replicasets.apps", "StatefulSet": "statefulsets.apps",
@@ -48,12 +49,7 @@ class DisruptionController:
                 old.pop("disruptedPods", None)
                 if old == status:
                     continue
-                pdb["status"] = status
-                pdb.get("metadata", {}).pop("resourceVersion", None)
-                try:
-                    store.update_status("poddisruptionbudgets.policy", pdb)
-                except ApiError:
-                    pass
+                write_status(store, "poddisruptionbudgets.policy", pdb, status)
 
     def on_event(self, event, resource, obj):
         meta = (obj or {}).get("metadata") or {}

@@ -7,7 +7,7 @@ when a PersistentVolumeClaim changes, and when an object a quota counts is added
 
 import threading
 
-from simcluster.errors import ApiError
+from simcluster.controllers.status import write_status
 from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
 from simcluster.validation import quota as quota_mod
 
@@ -64,12 +64,7 @@ class QuotaController:
                     continue  # malformed quota stored without admission: leave it alone
                 if q.get("status") == status:
                     continue
-                q["status"] = status
-                q.get("metadata", {}).pop("resourceVersion", None)
-                try:
-                    store.update_status("resourcequotas", q)
-                except ApiError:
-                    pass  # deleted meanwhile
+                write_status(store, "resourcequotas", q, status)
 
     def on_event(self, event, resource, obj):
         meta = (obj or {}).get("metadata") or {}

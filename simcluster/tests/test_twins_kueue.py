@@ -169,17 +169,23 @@ def manager(kq, replicas):
             what="kueue manager at %d replicas" % replicas)
 
 
-def test_fair_sharing_borrows_by_share_and_weight(kq):
-    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
-
-    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
-    per weight: team-a 2, team-b 4."""
+def fair_cohort(kq):
+    """team-a and team-b nominal 1 with fair sharing weights 1 and 3, and a lender with 4."""
     kq.store.create(CQ, cluster_queue("lender", 4))
     for team, weight in (("team-a", 1), ("team-b", 3)):
         cq = kq.store.get(CQ, None, team)
         cq["spec"]["fairSharing"] = {"weight": weight}
         cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
         kq.store.update(CQ, cq)
+
+
+def test_fair_sharing_borrows_by_share_and_weight(kq):
+    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
+
+    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
+    per weight: team-a 2, team-b 4."""
+    fair_cohort(kq)
+    for team in ("team-a", "team-b"):
         kq.store.delete("localqueues.kueue.x-k8s.io", team, team)
     for team in ("team-a", "team-b"):           # all pending at once: no LocalQueue yet
         for i in range(4):
@@ -252,12 +258,7 @@ def test_fair_sharing_preempts_whoever_came_first(kq):
 
     Kueue's fair sharing preemption takes back from the queue of the higher share until both shares
     are equal: the same 2 and 4 as when both arrive together, whatever the order of arrival."""
-    kq.store.create(CQ, cluster_queue("lender", 4))
-    for team, weight in (("team-a", 1), ("team-b", 3)):
-        cq = kq.store.get(CQ, None, team)
-        cq["spec"]["fairSharing"] = {"weight": weight}
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
-        kq.store.update(CQ, cq)
+    fair_cohort(kq)
     kq.store.delete("localqueues.kueue.x-k8s.io", "team-b", "team-b")
     for team in ("team-a", "team-b"):
         for i in range(4):
