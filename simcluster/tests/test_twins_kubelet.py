@@ -156,8 +156,8 @@ def test_pod_ips_skip_what_existing_pods_show_and_scale_to_1000_nodes():
     before = [{"metadata": {"uid": "old%d" % i}, "status": {"podIP": "10.244.3.%d" % i}} for i in range(2, 12)]
     ips = PodIPs()
     assert ips.ip("new", "gpu-3", 3, lambda: before) == "10.244.3.12"   # a restarted simulator
-    start = _time.monotonic()
+    start = _time.process_time()          # CPU time: other processes' load does not count
     got = {ips.ip("p%d" % i, "node-%d" % (i % 1000), 1 + i % 1000, list) for i in range(7000)}
     assert len(got) == 7000
     assert "10.247.232.2" in got                                    # node 1000 has its own /24
-    assert _time.monotonic() - start < 2.0
+    assert _time.process_time() - start < 2.0
