@@ -6,18 +6,17 @@ Order, as in a real server: NamespaceLifecycle -> decode errors (400) ->
 defaulting + mutating admission (LimitRanger) -> validation (422) -> validating
 admission (LimitRanger, PodSecurity, ResourceQuota; 403).
 
-After commits (store.subscribe), this module also plays the controllers whose
-status the admission rules need: ResourceQuota status.hard/used and
-PodDisruptionBudget status. Every rule and difference: docs/simcluster-fidelity.md.
+The controllers whose status the rules read (ResourceQuota, PodDisruptionBudget)
+are simcluster/controllers. Every rule and difference: docs/simcluster-fidelity.md.
 """
 
-import datetime
 import threading
 import weakref
 
 from simcluster.errors import ApiError, forbidden, not_found
+from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
 from simcluster.validation import builtin_fields, core, names, podsecurity, schema
-from simcluster.validation import disruption, limitranger, vap
+from simcluster.validation import limitranger, vap
 from simcluster.validation import quota as quota_mod
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
@@ -37,40 +36,8 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 class _State:
     def __init__(self):
         self.lock = threading.Lock()     # caches only; never held while calling the store
-        self.sync = threading.RLock()    # serialises status recomputation (quota, PDB)
         self.crds = {}                   # CRD name -> _CompiledCRD
-        self.quotas = {}                 # namespace -> {name: quota}
-        self.pdbs = {}                   # namespace -> set(names)
-        self.pod_sig = {}                # (namespace, name) -> usage signature
-        self.usage_memo = {}             # (uid, resourceVersion) -> pod usage
-
-
-def _refs(store, resource, ns):
-    """The stored objects without deep copies when the store offers it (read-only use)."""
-    fn = getattr(store, "list_with_rv", None)
-    if fn is not None:
-        try:
-            return fn(resource, ns, copy=False)[0]
-        except TypeError:
-            pass
-    return store.list(resource, ns)
-
-
-def _usage_getter(st):
-    memo = st.usage_memo
-
-    def usage_of(pod):
-        meta = pod.get("metadata") or {}
-        key = (meta.get("uid"), meta.get("resourceVersion"))
-        if key[0] is None or key[1] is None:
-            return quota_mod.pod_usage(pod)
-        got = memo.get(key)
-        if got is None:
-            if len(memo) > 50000:
-                memo.clear()
-            got = memo[key] = quota_mod.pod_usage(pod)
-        return got
-    return usage_of
+        self.usage_of = UsageMemo()      # the quota check recounts the namespace's pods
 
 
 class _CompiledCRD:
@@ -94,20 +61,20 @@ _STATES_LOCK = threading.Lock()
 
 
 def attach(store):
-    """Hook the store's events (idempotent). admit() calls it on first use."""
+    """The store's admission state; watches CRDs (a changed CRD's schema is recompiled)."""
     with _STATES_LOCK:
         st = _STATES.get(store)
         if st is not None:
             return st
         st = _STATES[store] = _State()
-    store.subscribe(lambda ev, res, obj: _on_event(store, st, ev, res, obj))
-    for q in store.list("resourcequotas"):
-        meta = q.get("metadata") or {}
-        st.quotas.setdefault(meta.get("namespace"), {})[meta.get("name")] = q
-    for p in store.list("poddisruptionbudgets.policy"):
-        meta = p.get("metadata") or {}
-        st.pdbs.setdefault(meta.get("namespace"), set()).add(meta.get("name"))
+    store.subscribe(lambda ev, res, obj: _forget_crd(st, res, obj))
     return st
+
+
+def _forget_crd(st, resource, obj):
+    if resource == CRD_RESOURCE:
+        with st.lock:
+            st.crds.pop(((obj or {}).get("metadata") or {}).get("name"), None)
 
 
 def _split(resource):
@@ -432,26 +399,18 @@ def _namespace_security(store, obj, old, op):
 
 # -- ResourceQuota ------------------------------------------------------------------
 
-def _count_keys(resource):
-    keys = {quota_mod.count_key(resource)}
-    if resource in quota_mod.LEGACY_COUNTS:
-        keys.add(resource)
-    return keys
-
-
 def _quota(st, store, resource, obj):
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
-    with st.lock:
-        quotas = list((st.quotas.get(ns) or {}).values())
+    quotas = refs(store, "resourcequotas", ns)
     if not quotas:
         return
     if resource == "pods":
         delta = quota_mod.pod_usage(obj)
     elif resource == "persistentvolumeclaims":
-        delta = dict(quota_mod.pvc_usage(obj), **{k: quota_mod.ONE for k in _count_keys(resource)})
+        delta = dict(quota_mod.pvc_usage(obj), **{k: quota_mod.ONE for k in count_keys(resource)})
     else:
-        delta = {k: quota_mod.ONE for k in _count_keys(resource)}
+        delta = {k: quota_mod.ONE for k in count_keys(resource)}
     pods = None
     for q in sorted(quotas, key=lambda x: x["metadata"]["name"]):
         hard = quota_mod.hard_of(q)
@@ -466,248 +425,18 @@ def _quota(st, store, resource, obj):
                 raise forbidden("pods", meta.get("name"), "failed quota: %s: %s"
                                 % (q["metadata"]["name"], missing))
             if pods is None:
-                pods = _refs(store, "pods", ns)
-            used = quota_mod.compute_used(q, pods, {}, _usage_getter(st))
+                pods = refs(store, "pods", ns)
+            used = quota_mod.compute_used(q, pods, {}, st.usage_of)
         else:
             if not any(k in hard for k in delta):
                 continue
-            pvcs = (_refs(store, "persistentvolumeclaims", ns) if resource == "persistentvolumeclaims"
+            pvcs = (refs(store, "persistentvolumeclaims", ns) if resource == "persistentvolumeclaims"
                     and any(quota_mod.is_pvc_key(k) for k in hard) else ())
-            used = quota_mod.compute_used(q, [], _object_counts(store, ns, q), pvcs=pvcs)
+            used = quota_mod.compute_used(q, [], object_counts(store, ns, q), pvcs=pvcs)
         why = quota_mod.check(q, delta, used)
         if why:
             plural, group = _split(resource)
             raise forbidden(plural, meta.get("name"), why, group)
 
 
-def _object_counts(store, ns, quota):
-    counts = {}
-    for key in (quota.get("spec") or {}).get("hard") or {}:
-        if key.startswith("count/") and key != "count/pods":
-            res = key[len("count/"):]
-        elif key in quota_mod.LEGACY_COUNTS and key != "pods":
-            res = quota_mod.LEGACY_COUNTS[key]
-        else:
-            continue
-        try:
-            counts[key] = len(_refs(store, res, ns))
-        except Exception:  # unknown resource: counts nothing, like the real evaluator
-            counts[key] = 0
-    return counts
-
-
-def _refresh_quotas(store, st, ns, names_=None):
-    """Write status.hard/used of the namespace's quotas when they changed."""
-    with st.lock:
-        quotas = dict(st.quotas.get(ns) or {})
-    if not quotas:
-        return
-    with st.sync:
-        pods = None
-        for name in sorted(quotas):
-            if names_ is not None and name not in names_:
-                continue
-            q = store.get("resourcequotas", ns, name)
-            if q is None:
-                continue
-            if pods is None and any(quota_mod.is_pod_key(k)
-                                    for k in (q.get("spec") or {}).get("hard") or {}):
-                pods = _refs(store, "pods", ns)
-            try:
-                pvcs = (_refs(store, "persistentvolumeclaims", ns)
-                        if any(quota_mod.is_pvc_key(k) for k in (q.get("spec") or {}).get("hard") or {}) else ())
-                status = quota_mod.status_of(q, pods or [], _object_counts(store, ns, q),
-                                             _usage_getter(st), pvcs)
-            except (AttributeError, TypeError):
-                continue  # malformed quota stored without admission: leave it alone
-            if q.get("status") == status:
-                continue
-            q["status"] = status
-            q.get("metadata", {}).pop("resourceVersion", None)
-            try:
-                store.update_status("resourcequotas", q)
-            except ApiError:
-                pass  # deleted meanwhile
-
-
-def _pod_signature(pod):
-    if not quota_mod.pod_counts(pod):
-        return None
-    return tuple(sorted((k, str(v)) for k, v in quota_mod.pod_usage(pod).items())), \
-        (pod.get("spec") or {}).get("priorityClassName"), \
-        (pod.get("spec") or {}).get("activeDeadlineSeconds")
-
-
-def _on_event(store, st, event, resource, obj):
-    try:
-        _handle_event(store, st, event, resource, obj)
-    except (AttributeError, TypeError, ValueError, KeyError):
-        pass  # objects written without admission may be malformed: nothing to count
-
-
-def _handle_event(store, st, event, resource, obj):
-    meta = (obj or {}).get("metadata") or {}
-    ns, name = meta.get("namespace"), meta.get("name")
-    if resource == CRD_RESOURCE:
-        with st.lock:
-            st.crds.pop(name, None)
-        return
-    if resource == "resourcequotas":
-        with st.lock:
-            if event == "DELETED":
-                (st.quotas.get(ns) or {}).pop(name, None)
-            else:
-                st.quotas.setdefault(ns, {})[name] = obj
-        # Our own status writes come back as MODIFIED: recount only for spec changes.
-        hard = (obj.get("spec") or {}).get("hard") or {}
-        if event == "ADDED" or (event == "MODIFIED"
-                                and (obj.get("status") or {}).get("hard") != hard):
-            _refresh_quotas(store, st, ns, {name})
-        return
-    if resource == "poddisruptionbudgets.policy":
-        with st.lock:
-            if event == "DELETED":
-                st.pdbs.get(ns, set()).discard(name)
-            else:
-                st.pdbs.setdefault(ns, set()).add(name)
-        if event != "DELETED":
-            _refresh_pdbs(store, st, ns, {name})
-        return
-    if not ns:
-        return
-    with st.lock:
-        has_quota = bool(st.quotas.get(ns))
-        has_pdb = bool(st.pdbs.get(ns))
-    if resource == "pods":
-        key = (ns, name)
-        # Only pods in namespaces with a quota are tracked (a new quota recounts anyway).
-        sig = None if event == "DELETED" or not has_quota else _pod_signature(obj)
-        with st.lock:
-            changed = st.pod_sig.get(key) != sig
-            if sig is None:
-                st.pod_sig.pop(key, None)
-            else:
-                st.pod_sig[key] = sig
-        if has_quota and changed:
-            _refresh_quotas(store, st, ns)
-        if has_pdb:
-            _refresh_pdbs(store, st, ns)
-        return
-    if has_quota and resource == "persistentvolumeclaims":     # counts and storage (a resize too)
-        keys = _count_keys(resource)
-        with st.lock:
-            hit = [qn for qn, q in (st.quotas.get(ns) or {}).items()
-                   if any(k in keys or quota_mod.is_pvc_key(k) for k in (q.get("spec") or {}).get("hard") or {})]
-        if hit:
-            _refresh_quotas(store, st, ns, set(hit))
-        return
-    if has_quota and event in ("ADDED", "DELETED"):
-        keys = _count_keys(resource)
-        with st.lock:
-            hit = [qn for qn, q in (st.quotas.get(ns) or {}).items()
-                   if keys & set(((q.get("spec") or {}).get("hard") or {}))]
-        if hit:
-            _refresh_quotas(store, st, ns, set(hit))
-
-
-# -- PodDisruptionBudget status and eviction ------------------------------------------
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _refresh_pdbs(store, st, ns, names_=None):
-    with st.sync:
-        pods = None
-        for pdb in store.list("poddisruptionbudgets.policy", ns):
-            if names_ is not None and pdb["metadata"]["name"] not in names_:
-                continue
-            if pods is None:
-                pods = _refs(store, "pods", ns)
-            try:
-                status = disruption.status_of(pdb, pods, _now(), _scale_getter(store))
-            except (AttributeError, TypeError, ValueError):
-                continue  # malformed budget stored without admission: leave it alone
-            old = dict(pdb.get("status") or {})
-            old.pop("disruptedPods", None)
-            if old == status:
-                continue
-            pdb["status"] = status
-            pdb.get("metadata", {}).pop("resourceVersion", None)
-            try:
-                store.update_status("poddisruptionbudgets.policy", pdb)
-            except ApiError:
-                pass
-
-
-_SCALED = {"ReplicaSet": "replicasets.apps", "StatefulSet": "statefulsets.apps",
-           "ReplicationController": "replicationcontrollers", "Deployment": "deployments.apps"}
-
-
-def _scale_getter(store):
-    """Replicas of a pod's controller; a ReplicaSet owned by a Deployment uses the Deployment."""
-    def scale_of(ns, ref):
-        res = _SCALED.get(ref.get("kind"))
-        obj = store.get(res, ns, ref.get("name")) if res else None
-        if obj is None:
-            return None
-        if ref.get("kind") == "ReplicaSet":
-            owner = next((r for r in (obj.get("metadata") or {}).get("ownerReferences") or ()
-                          if r.get("controller") and r.get("kind") == "Deployment"), None)
-            if owner is not None:
-                dep = scale_of(ns, owner)
-                if dep is not None:
-                    return dep
-        return int((obj.get("spec") or {}).get("replicas", 1))
-    return scale_of
-
-
-def evict(store, namespace, name, body):
-    """POST pods/{name}/eviction (policy/v1 Eviction), honouring PodDisruptionBudgets."""
-    attach(store)
-    body = body or {}
-    bname = (body.get("metadata") or {}).get("name")
-    if bname and bname != name:
-        raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
-    pod = store.get("pods", namespace, name)
-    if pod is None:
-        raise not_found("pods", name)
-    opts = body.get("deleteOptions") or {}
-    dry_run = "All" in (opts.get("dryRun") or ())
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed", "Pending") or \
-            (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return _evict_delete(store, namespace, name, dry_run)
-    pdbs = [p for p in store.list("poddisruptionbudgets.policy", namespace)
-            if disruption.matching_pods(p, [pod])]
-    if len(pdbs) > 1:
-        raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
-                       "which the eviction subresource does not support.")
-    if not pdbs:
-        return _evict_delete(store, namespace, name, dry_run)
-    pdb = pdbs[0]
-    pods = store.list("pods", namespace)
-    nums = disruption.budget(pdb, pods, _scale_getter(store))
-    if not disruption.pod_healthy(pod):
-        policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
-        if policy == "AlwaysAllow" or (nums["currentHealthy"] >= nums["desiredHealthy"]
-                                       and nums["desiredHealthy"] > 0):
-            return _evict_delete(store, namespace, name, dry_run)
-    if nums["disruptionsAllowed"] <= 0:
-        raise ApiError(429, "TooManyRequests",
-                       "Cannot evict pod as it would violate the pod's disruption budget.",
-                       {"causes": [{"reason": "DisruptionBudget",
-                                    "message": "The disruption budget %s needs %d healthy pods "
-                                    "and has %d currently" % (pdb["metadata"]["name"],
-                                                              nums["desiredHealthy"],
-                                                              nums["currentHealthy"])}]})
-    return _evict_delete(store, namespace, name, dry_run)
-
-
-def _evict_delete(store, namespace, name, dry_run):
-    if not dry_run:
-        store.delete("pods", namespace, name)
-    return None
-
-
-__all__ = ["admit", "evict", "attach"]
+__all__ = ["admit", "attach"]

@@ -22,10 +22,11 @@ omitManagedFields, no log rotation (maxage/maxbackup/maxsize), no webhook backen
 import collections
 import json
 import threading
-import time
 import uuid
 
 import yaml
+
+from .clock import now_micro
 
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
@@ -197,11 +198,6 @@ def request_info(method, path, query):
     return info
 
 
-def _now():
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
-
-
 class AuditLog:
     """Writes the events of each audited request; thread-safe."""
 
@@ -221,7 +217,7 @@ class AuditLog:
         event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": level, "auditID": str(uuid.uuid4()),
                  "stage": "RequestReceived", "requestURI": raw_uri, "verb": attrs["verb"], "user": dict(USER),
                  "sourceIPs": [source_ip], "userAgent": headers.get("User-Agent") or "",
-                 "requestReceivedTimestamp": _now()}
+                 "requestReceivedTimestamp": now_micro()}
         if attrs["resource_request"]:
             ref = {"resource": attrs["resource"], "apiVersion": attrs["api_version"]}
             for key, field in (("namespace", "namespace"), ("name", "name"), ("api_group", "apiGroup"),
@@ -261,7 +257,7 @@ class AuditLog:
     def _emit(self, record, stage):
         if stage in record["omit"]:
             return
-        event = dict(record["event"], stage=stage, stageTimestamp=_now())
+        event = dict(record["event"], stage=stage, stageTimestamp=now_micro())
         if stage == "RequestReceived":
             event.pop("responseStatus", None)
         line = json.dumps(event, separators=(",", ":"), sort_keys=True)

@@ -95,3 +95,12 @@ def forbidden(resource, name, why, group=""):
     qual = resource + ("." + group if group else "")
     return ApiError(403, "Forbidden", '%s "%s" is forbidden: %s' % (qual, name, why),
                     {"name": name, "group": group, "kind": resource})
+
+
+def bad_request(msg):
+    return ApiError(400, "BadRequest", msg)
+
+
+def not_found_path():
+    """404 for a URL that names no resource (not a missing object)."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})

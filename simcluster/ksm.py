@@ -94,7 +94,7 @@ def render(nodes, pods, daemonsets):
             if ru is None:
                 continue
             try:
-                value = parse_quantity(allocatable[resource])
+                value = float(parse_quantity(allocatable[resource]))    # the metric is a float64
             except ValueError:
                 continue          # the API server refuses such a quantity; nothing to export
             rows["kube_node_status_allocatable"].append(_series(

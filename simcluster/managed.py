@@ -14,9 +14,9 @@ What is approximated (see docs/simcluster-api.md):
   unless another manager also owns them.
 """
 
-import datetime
 import json
 
+from .clock import now
 from .errors import ApiError
 from .patch import MERGE_KEYS, SET_LISTS, merge_key_for
 
@@ -24,10 +24,6 @@ MISSING = object()
 _SERVER_META = {"name", "namespace", "uid", "resourceVersion", "generation",
                 "creationTimestamp", "managedFields", "selfLink", "deletionTimestamp",
                 "deletionGracePeriodSeconds", "generateName"}
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _key_token(item, key):

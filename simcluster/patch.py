@@ -7,9 +7,9 @@ name has the same strategy everywhere in the types we serve), which is what
 atomic lists (`tolerations`, `args`, ...).
 """
 
-import copy
 import json
 
+from .jsoncopy import clone
 from .errors import ApiError
 
 # field name -> merge key candidates (first one present in the items wins).
@@ -66,7 +66,7 @@ def merge_patch(target, patch):
     patch does not touch are shared with the result (a deep copy of every level made a
     label patch of a 1000-node cluster's Node cost milliseconds)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -169,29 +169,29 @@ def _add(doc, parts, value, op):
 def json_patch(doc, ops):
     if not isinstance(ops, list):
         raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for op in ops:
         kind = op.get("op")
         parts = _pointer(op.get("path", ""))
         if kind == "add":
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")), kind)
+            doc = _add(doc, parts, clone(op.get("value")), kind)
         elif kind == "remove":
             _remove(doc, parts, kind)
         elif kind == "replace":
             if not parts:
-                doc = copy.deepcopy(op.get("value"))
+                doc = clone(op.get("value"))
                 continue
             _get(doc, parts, kind)
             parent = _walk(doc, parts, kind)
             if isinstance(parent, dict):
-                parent[parts[-1]] = copy.deepcopy(op.get("value"))
+                parent[parts[-1]] = clone(op.get("value"))
             else:
-                parent[int(parts[-1])] = copy.deepcopy(op.get("value"))
+                parent[int(parts[-1])] = clone(op.get("value"))
         elif kind == "move":
             value = _remove(doc, _pointer(op.get("from", "")), kind)
             doc = _add(doc, parts, value, kind)
         elif kind == "copy":
-            value = copy.deepcopy(_get(doc, _pointer(op.get("from", "")), kind))
+            value = clone(_get(doc, _pointer(op.get("from", "")), kind))
             doc = _add(doc, parts, value, kind)
         elif kind == "test":
             if _get(doc, parts, kind) != op.get("value"):
@@ -207,13 +207,13 @@ def strategic_merge(original, patch):
     """Apply a strategic merge patch (directives $patch, $retainKeys,
     $setElementOrder/, $deleteFromPrimitiveList/)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if directive == "delete":
         return None
-    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+    result = clone(original) if isinstance(original, dict) else {}
     retain = patch.get("$retainKeys")
     for key, value in patch.items():
         if key in ("$patch", "$retainKeys") or key.startswith("$setElementOrder/"):
@@ -234,7 +234,7 @@ def strategic_merge(original, patch):
         elif isinstance(value, list):
             result[key] = _merge_list(key, result.get(key), value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     if isinstance(retain, list):
         for key in list(result):
             if key not in retain and key not in patch:
@@ -246,7 +246,7 @@ def _merge_list(field, original, patch):
     original = original if isinstance(original, list) else []
     # a {"$patch": "replace"} element replaces the whole list
     if any(isinstance(x, dict) and x.get("$patch") == "replace" for x in patch):
-        return [copy.deepcopy(x) for x in patch
+        return [clone(x) for x in patch
                 if not (isinstance(x, dict) and x.get("$patch") == "replace")]
     if field in SET_LISTS and all(not isinstance(x, (dict, list)) for x in patch):
         out = list(original)
@@ -256,8 +256,8 @@ def _merge_list(field, original, patch):
         return out
     key = merge_key_for(field, patch or original)
     if key is None or not all(isinstance(x, dict) for x in patch):
-        return [copy.deepcopy(x) for x in patch if not (isinstance(x, dict) and "$patch" in x)]
-    out = [copy.deepcopy(x) for x in original]
+        return [clone(x) for x in patch if not (isinstance(x, dict) and "$patch" in x)]
+    out = [clone(x) for x in original]
     for item in patch:
         if item.get("$patch") == "delete":
             out = [x for x in out if not (isinstance(x, dict) and x.get(key) == item.get(key))]

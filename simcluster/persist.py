@@ -15,6 +15,8 @@ import itertools
 import json
 import os
 
+from . import controllers
+
 CRD = "customresourcedefinitions.apiextensions.k8s.io"
 
 
@@ -128,6 +130,7 @@ def restore(store, path):
                 for ip in ips if ip.startswith("10.96.") and ip.count(".") == 3]
         store._ip = itertools.count(max(nums + [9]) + 1)
     store._sync_crds()
+    controllers.attach(store).resync()     # the objects came in without events
     snapshot(store, path)
     return True
 

@@ -7,8 +7,6 @@ before the commit, so that check-then-commit (quota) is atomic.
 """
 
 import collections
-import datetime
-import importlib
 import itertools
 import random
 import string
@@ -16,27 +14,16 @@ import threading
 import time
 import uuid
 
-from . import errors, managed
+from . import admission as default_admission, controllers, errors, managed
+from .clock import now
 from .errors import ApiError
+from .jsoncopy import clone
 from .registry import Registry
 from .selectors import match_fields, match_labels, parse_field_selector, parse_label_selector
 from .validation.qos import pod_qos
 
 WATCH_HISTORY = 50000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def copy_obj(o):
-    """Deep copy of JSON-like data (several times faster than copy.deepcopy)."""
-    if isinstance(o, dict):
-        return {k: copy_obj(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [copy_obj(v) for v in o]
-    return o
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Gone(Exception):
@@ -51,34 +38,36 @@ def _no_admit(store, op, resource, obj, old, **kw):
     return []
 
 
-class _Admission:
-    """Lazy import of simcluster.admission; a no-op while that module is absent."""
+def assign_pod(pod, node, name):
+    """What a Binding does to its pod (assignPod in pkg/registry/core/pod/storage): spec.nodeName
+    and the PodScheduled=True condition, one write, so nobody sees a bound pod not yet
+    scheduled. 409 when the pod is already assigned."""
+    assigned = (pod.get("spec") or {}).get("nodeName")
+    if assigned:
+        raise ApiError(409, "Conflict", "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is "
+                       "already assigned to node \"%s\"" % (name, name, assigned))
+    pod.setdefault("spec", {})["nodeName"] = node
+    status = pod.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    since = old.get("lastTransitionTime") if old.get("status") == "True" else None
+    conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                  "lastTransitionTime": since or now()})
+    status["conditions"] = conds
+    return pod
 
-    def __init__(self):
-        self._mod = None
 
-    def module(self):
-        if self._mod is None:
-            try:
-                self._mod = importlib.import_module("simcluster.admission")
-            except ModuleNotFoundError as exc:
-                if exc.name not in ("simcluster.admission",):
-                    raise
-                self._mod = False
-        return self._mod
+class _AdmissionHook:
+    """The admission chain the Store calls before each commit: `_mod` is a module (or object)
+    with admit(store, op, resource, obj, old, **kw); False for none (tests of the store alone)."""
+
+    def __init__(self, mod):
+        self._mod = mod
 
     def admit(self, *args, **kw):
-        mod = self.module()
-        fn = getattr(mod, "admit", None) if mod else None
+        fn = getattr(self._mod, "admit", None) if self._mod else None
         return (fn or _no_admit)(*args, **kw) or []
-
-    def evict(self, store, namespace, name, body):
-        mod = self.module()
-        fn = getattr(mod, "evict", None) if mod else None
-        if fn is None:
-            store.delete("pods", namespace, name)
-            return
-        fn(store, namespace, name, body)
 
 
 def _spec_part(obj):
@@ -94,7 +83,7 @@ def _without_managed(obj):
 
 
 class Store:
-    def __init__(self, registry=None, history=WATCH_HISTORY):
+    def __init__(self, registry=None, history=WATCH_HISTORY, admission=None):
         self.registry = registry or Registry()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -106,7 +95,7 @@ class Store:
         self._dropped_upto = 0
         self._subscribers = []
         self._ip = itertools.count(10)
-        self.admission = _Admission()
+        self.admission = _AdmissionHook(default_admission if admission is None else admission)
         self.pod_logs = {}
         self.crd_listeners = []                        # fn() after CRD changes
         self.journal = None                            # persist.Journal with --state
@@ -120,6 +109,9 @@ class Store:
             "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1",
                      "ports": [{"name": "https", "port": 443, "protocol": "TCP",
                                 "targetPort": 6443}]}}, admit=False)
+        # kube-controller-manager's quota and disruption controllers: the status they write
+        # is part of what the API serves (quota used, a budget's disruptionsAllowed)
+        controllers.attach(self)
 
     # --- helpers ------------------------------------------------------------
 
@@ -158,7 +150,7 @@ class Store:
             return None
         with self._lock:
             obj = self._objs[resource].get((self._ns_key(info, namespace), name))
-            return copy_obj(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def list(self, resource, namespace=None, label_selector=None, field_selector=None):
         if self.registry.get(resource) is None:
@@ -187,7 +179,7 @@ class Store:
                     continue
                 if freq and not match_fields(freq, obj):
                     continue
-                items.append(copy_obj(obj) if copy else obj)
+                items.append(clone(obj) if copy else obj)
             rv = str(self._rv) if at is None else str(int(at))
         items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
         return items, rv
@@ -344,7 +336,7 @@ class Store:
             ts = now()
             storage = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
             obj["status"] = {
-                "acceptedNames": copy_obj(spec.get("names") or {}),
+                "acceptedNames": clone(spec.get("names") or {}),
                 "storedVersions": storage,
                 "conditions": [
                     {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
@@ -366,7 +358,7 @@ class Store:
                field_validation="Warn", warnings=None, user="admin", drop_status=False,
                api_version=None, managed_fields=None):
         info = self.info(resource)
-        obj = copy_obj(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ApiError(400, "BadRequest", "metadata must be an object")
@@ -415,7 +407,7 @@ class Store:
             meta["resourceVersion"] = self._next_rv()
             self._put(resource, key, obj)
             self._record("ADDED", resource, obj, None, pending)
-            result = copy_obj(obj)
+            result = clone(obj)
         self._notify(pending)
         return result
 
@@ -425,10 +417,10 @@ class Store:
         info = self.info(resource)
         if subresource == "status" and isinstance(obj, dict):
             # a /status write takes only metadata (name, resourceVersion) and status
-            obj = {"metadata": copy_obj(obj.get("metadata") or {}),
-                   **({"status": copy_obj(obj["status"])} if "status" in obj else {})}
+            obj = {"metadata": clone(obj.get("metadata") or {}),
+                   **({"status": clone(obj["status"])} if "status" in obj else {})}
         else:
-            obj = copy_obj(obj)
+            obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         pending = []
@@ -454,7 +446,7 @@ class Store:
         if subresource == "status":
             # spec and the other parts stay shared with the stored (immutable) old object
             new = dict(old)
-            new["metadata"] = copy_obj(ometa)
+            new["metadata"] = clone(ometa)
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
@@ -474,7 +466,7 @@ class Store:
                 meta.pop(k, None)
         if info.has_status or info.key == "namespaces":
             if "status" in old:
-                new["status"] = copy_obj(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         if info.key == "namespaces":
@@ -491,17 +483,17 @@ class Store:
         managed.record_update(new, old, field_manager, new.get("apiVersion"), subresource)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _without_managed(new) == _without_managed(old):
-            return copy_obj(old)        # no-op: no new resourceVersion, no event
+            return clone(old)        # no-op: no new resourceVersion, no event
         if dry_run:
             return new
         key = (self._ns_key(info, meta.get("namespace")), meta["name"])
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             self._remove(info, resource, key, pending)
-            return copy_obj(new)
+            return clone(new)
         meta["resourceVersion"] = self._next_rv()
         self._put(resource, key, new)
         self._record("MODIFIED", resource, new, old, pending)
-        return copy_obj(new)
+        return clone(new)
 
     def update_status(self, resource, obj, **kw):
         kw.setdefault("subresource", "status")
@@ -518,7 +510,7 @@ class Store:
             old = self._objs[resource].get(key)
             if old is None:
                 raise errors.not_found(info.plural, name, info.group)
-            candidate = fn(copy_obj(old))
+            candidate = fn(clone(old))
             if not isinstance(candidate, dict):
                 raise ApiError(422, "Invalid", "the patch result must be an object")
             cmeta = candidate.setdefault("metadata", {})
@@ -556,7 +548,7 @@ class Store:
     def _commit_raw(self, info, resource, old, new, dry_run, pending):
         if _without_managed(new) == _without_managed(old) and \
                 _strip_times(new) == _strip_times(old):
-            return copy_obj(old)
+            return clone(old)
         if dry_run:
             return new
         meta = new["metadata"]
@@ -564,7 +556,13 @@ class Store:
         meta["resourceVersion"] = self._next_rv()
         self._put(resource, key, new)
         self._record("MODIFIED", resource, new, old, pending)
-        return copy_obj(new)
+        return clone(new)
+
+    def bind(self, namespace, name, node, *, admit=False, field_manager="kube-scheduler", warnings=None):
+        """The pods/binding subresource: spec.nodeName and PodScheduled=True in one write."""
+        return self.patch("pods", namespace, name, lambda cur: assign_pod(cur, node, name),
+                          subresource="binding", admit=admit, field_manager=field_manager,
+                          warnings=warnings)
 
     def merge_patch(self, resource, namespace, name, patch, *, subresource=None, **kw):
         from .patch import merge_patch
@@ -598,23 +596,23 @@ class Store:
                                "ResourceVersion in object meta: %s"
                                % (pre["resourceVersion"], old["metadata"]["resourceVersion"]))
             if admit:
-                self._admit("DELETE", resource, copy_obj(old), copy_obj(old), dry_run, None,
+                self._admit("DELETE", resource, clone(old), clone(old), dry_run, None,
                             "Ignore", user, warnings)
             if dry_run:
-                return copy_obj(old), True
+                return clone(old), True
             if old["metadata"].get("finalizers") and info.key != "namespaces":
                 if old["metadata"].get("deletionTimestamp"):
-                    return copy_obj(old), False
-                new = copy_obj(old)
+                    return clone(old), False
+                new = clone(old)
                 new["metadata"]["deletionTimestamp"] = now()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new["metadata"]["resourceVersion"] = self._next_rv()
                 self._put(resource, key, new)
                 self._record("MODIFIED", resource, new, old, pending)
-                result = (copy_obj(new), False)
+                result = (clone(new), False)
             else:
                 gone = self._remove(info, resource, key, pending, propagation)
-                result = (copy_obj(gone), True)
+                result = (clone(gone), True)
         self._notify(pending)
         return result
 
@@ -636,7 +634,7 @@ class Store:
             sinfo = self.registry.get(served)
             for k in list(self._objs.get(served, {}) if sinfo is not None else ()):
                 self._remove(sinfo, served, k, pending, propagation)
-        gone = copy_obj(old)
+        gone = clone(old)
         gone["metadata"]["resourceVersion"] = self._next_rv()
         self._record("DELETED", resource, gone, old, pending)
         self._collect_garbage(old, pending, propagation)
@@ -653,7 +651,7 @@ class Store:
                 continue
             refs = obj["metadata"].get("ownerReferences") or []
             if propagation == "Orphan":
-                new = copy_obj(obj)
+                new = clone(obj)
                 new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
                 if not new["metadata"]["ownerReferences"]:
                     del new["metadata"]["ownerReferences"]

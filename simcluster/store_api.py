@@ -31,6 +31,10 @@ class Store(Protocol):
                     *, subresource: Optional[str] = None) -> dict:
         """RFC 7386 merge patch, e.g. to set or remove (None) node labels."""
 
+    def bind(self, namespace: str, name: str, node: str) -> dict:
+        """The pods/binding subresource: spec.nodeName and PodScheduled=True in one write
+        (409 when the pod is already assigned, 404 when it is gone)."""
+
     def delete(self, resource: str, namespace: Optional[str], name: str) -> None:
         """Delete (a namespace deletes everything in it). Missing -> ApiError 404."""
 

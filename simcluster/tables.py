@@ -3,6 +3,7 @@
 import datetime
 
 from . import jsonpath
+from .clock import utcnow
 
 
 def wants_table(accept):
@@ -23,7 +24,7 @@ def age(ts):
     then = _parse_time(ts) if ts else None
     if then is None:
         return "<unknown>" if not ts else "<invalid>"
-    s = int((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())
+    s = int((utcnow() - then).total_seconds())
     if s < -1:
         return "<invalid>"
     s = max(s, 0)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from simcluster import admission
+from simcluster import admission, controllers
 from simcluster.errors import ApiError, already_exists, not_found
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,6 +28,7 @@ class FakeStore:
         for ns in namespaces:
             self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": ns}}, admit=False)
+        controllers.attach(self)     # quota and budget status, as on the real Store
 
     def _key(self, resource, ns, name):
         return (resource, ns, name)

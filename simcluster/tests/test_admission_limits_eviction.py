@@ -2,6 +2,7 @@
 import pytest
 
 from simcluster import admission
+from simcluster.controllers import disruption
 from simcluster.errors import ApiError
 
 from test_admission_fake import FakeStore, gpu_pod, pod
@@ -113,7 +114,7 @@ def pdb(store, name="pdb", **spec):
 
 def test_eviction_without_pdb_deletes(store):
     running(store, "a", {"app": "web"})
-    admission.evict(store, "team", "a", {"apiVersion": "policy/v1", "kind": "Eviction",
+    disruption.evict(store, "team", "a", {"apiVersion": "policy/v1", "kind": "Eviction",
                                           "metadata": {"name": "a", "namespace": "team"}})
     assert store.get("pods", "team", "a") is None
 
@@ -126,7 +127,7 @@ def test_eviction_blocked_by_pdb_is_429(store):
     assert (status["currentHealthy"], status["desiredHealthy"], status["disruptionsAllowed"],
             status["expectedPods"]) == (2, 2, 0, 2)
     with pytest.raises(ApiError) as exc:
-        admission.evict(store, "team", "a", {})
+        disruption.evict(store, "team", "a", {})
     err = exc.value
     assert (err.code, err.reason) == (429, "TooManyRequests")
     assert err.message == "Cannot evict pod as it would violate the pod's disruption budget."
@@ -146,12 +147,12 @@ def test_eviction_allowed_within_budget_then_blocked(store):
     for n in ("a", "b", "c"):
         running(store, n, {"app": "web"}, owner="web")
     pdb(store, maxUnavailable=1)
-    admission.evict(store, "team", "a", {})
+    disruption.evict(store, "team", "a", {})
     assert store.get("pods", "team", "a") is None
     assert store.get("poddisruptionbudgets.policy", "team", "pdb")["status"][
         "disruptionsAllowed"] == 0
     with pytest.raises(ApiError):
-        admission.evict(store, "team", "b", {})
+        disruption.evict(store, "team", "b", {})
 
 
 def test_eviction_dry_run_and_pending_pods(store):
@@ -159,19 +160,19 @@ def test_eviction_dry_run_and_pending_pods(store):
     pdb(store, minAvailable=1)
     store.create("pods", dict(pod("pending", "team"), metadata={
         "name": "pending", "namespace": "team", "labels": {"app": "web"}}))
-    admission.evict(store, "team", "pending", {})       # pending pods ignore the budget
+    disruption.evict(store, "team", "pending", {})       # pending pods ignore the budget
     assert store.get("pods", "team", "pending") is None
     with pytest.raises(ApiError):
-        admission.evict(store, "team", "a", {"deleteOptions": {"dryRun": ["All"]}})
+        disruption.evict(store, "team", "a", {"deleteOptions": {"dryRun": ["All"]}})
 
 
 def test_eviction_of_missing_pod_and_name_mismatch(store):
     with pytest.raises(ApiError) as exc:
-        admission.evict(store, "team", "ghost", {})
+        disruption.evict(store, "team", "ghost", {})
     assert (exc.value.code, exc.value.message) == (404, 'pods "ghost" not found')
     running(store, "a", {})
     with pytest.raises(ApiError) as exc:
-        admission.evict(store, "team", "a", {"metadata": {"name": "b"}})
+        disruption.evict(store, "team", "a", {"metadata": {"name": "b"}})
     assert exc.value.code == 400
 
 

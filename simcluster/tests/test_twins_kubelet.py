@@ -83,6 +83,20 @@ def test_err_image_pull_comes_before_the_backoff():
         c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
 
 
+def test_the_first_pull_fails_before_any_back_off_however_late_the_kubelet_looks():
+    """A kubelet pass that comes after the back-off delay (a loaded machine; here a zero delay)
+    still shows ErrImagePull and records the Failed event first, as the real first pull does."""
+    with TwinCluster("airgapped.yaml", timings={"image_pull_backoff": 0.0}) as c:
+        words = []
+        c.store.subscribe(lambda ev, res, obj: words.append(status_word(obj)) if res == "pods" else None)
+        c.store.create("pods", pod("public", image="docker.io/library/busybox:1.36"))
+        c.wait(lambda: status_word(c.pod("default", "public")) == "ImagePullBackOff")
+        assert "ErrImagePull" in words
+        assert words.index("ErrImagePull") < words.index("ImagePullBackOff")
+        failed = c.wait(lambda: c.events("Failed", "public"))
+        assert "failed to pull and unpack image" in failed[0]["message"]
+
+
 def test_behaviour_annotation_makes_a_container_crash(cluster):
     c = cluster
     p = pod("crashy")
@@ -111,3 +125,39 @@ def test_pod_bound_by_hand_beyond_the_node_gpus_is_rejected_by_the_kubelet(clust
     assert status_word(got) == "OutOfnvidia.com/gpu"
     assert got["status"]["message"].startswith(
         "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1")
+
+
+def test_pod_ips_are_never_shared_by_two_live_pods():
+    """host-local IPAM per node: 253 addresses, held until the pod is gone, round-robin."""
+    from simcluster.twins.pod_ips import PodIPs
+    ips = PodIPs()
+    live = {}
+    for i in range(1000):                      # churn: 4 pods stay, every other one goes
+        uid = "u%d" % i
+        live[uid] = ips.ip(uid, "gpu-1", 1, list)
+        assert live[uid] is not None
+        if i % 5:
+            ips.release(uid)
+            del live[uid]
+    assert len(set(live.values())) == len(live) == 200
+    assert all(ip.startswith("10.244.1.") for ip in live.values())
+    assert ips.ip("u0", "gpu-1", 1, list) == live["u0"]          # stable for the pod's life
+    full = PodIPs()
+    got = {full.ip("p%d" % i, "n", 0, list) for i in range(253)}
+    assert len(got) == 253 and "10.244.0.1" not in got and "10.244.0.255" not in got
+    assert full.ip("one-more", "n", 0, list) is None             # the range is full
+    full.release("p7")
+    assert full.ip("one-more", "n", 0, list) == "10.244.0.9"
+
+
+def test_pod_ips_skip_what_existing_pods_show_and_scale_to_1000_nodes():
+    import time as _time
+    from simcluster.twins.pod_ips import PodIPs
+    before = [{"metadata": {"uid": "old%d" % i}, "status": {"podIP": "10.244.3.%d" % i}} for i in range(2, 12)]
+    ips = PodIPs()
+    assert ips.ip("new", "gpu-3", 3, lambda: before) == "10.244.3.12"   # a restarted simulator
+    start = _time.process_time()          # CPU time: other processes' load does not count
+    got = {ips.ip("p%d" % i, "node-%d" % (i % 1000), 1 + i % 1000, list) for i in range(7000)}
+    assert len(got) == 7000
+    assert "10.247.232.2" in got                                    # node 1000 has its own /24
+    assert _time.process_time() - start < 2.0

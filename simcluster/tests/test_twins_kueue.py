@@ -169,24 +169,30 @@ def manager(kq, replicas):
             what="kueue manager at %d replicas" % replicas)
 
 
-def test_fair_sharing_borrows_by_share_and_weight(kq):
-    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
-
-    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
-    per weight: team-a 2, team-b 4."""
+def fair_cohort(kq):
+    """team-a and team-b nominal 1 with fair sharing weights 1 and 3, and a lender with 4."""
     kq.store.create(CQ, cluster_queue("lender", 4))
     for team, weight in (("team-a", 1), ("team-b", 3)):
         cq = kq.store.get(CQ, None, team)
         cq["spec"]["fairSharing"] = {"weight": weight}
         cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1
         kq.store.update(CQ, cq)
+
+
+def test_fair_sharing_borrows_by_share_and_weight(kq):
+    """Cohort: team-a and team-b nominal 1 (weights 1 and 3) and a lender with 4. Both want 4.
+
+    FIFO would give the first submitter 4; fair sharing gives the borrowed 4 by dominant share
+    per weight: team-a 2, team-b 4."""
+    fair_cohort(kq)
+    for team in ("team-a", "team-b"):
         kq.store.delete("localqueues.kueue.x-k8s.io", team, team)
     for team in ("team-a", "team-b"):           # all pending at once: no LocalQueue yet
         for i in range(4):
             kq.store.create("jobs.batch", job("%s%d" % (team[-1], i), team, 1))
     kq.wait(lambda: len(kq.store.list(WL)) == 8, what="8 workloads")
-    # Both queues must exist before one admission cycle sees either: with the manager running, the
-    # first LocalQueue's workloads could be admitted (borrowing all 4) before the second one exists.
+    # Both queues exist before one admission cycle sees either, so this is the order within one cycle;
+    # the first queue being admitted alone first is test_fair_sharing_preempts_whoever_came_first.
     manager(kq, 0)
     for team in ("team-a", "team-b"):
         kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
@@ -245,3 +251,27 @@ def test_a_flavor_the_pods_node_selector_rules_out_is_skipped(kq):
     kq.wait(lambda: (kq.workload("team-a", "free") or {}).get("status", {}).get("admission"), what="admitted")
     assert kq.workload("team-a", "free")["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
         "nvidia.com/gpu": "l40s"}
+
+
+def test_fair_sharing_preempts_whoever_came_first(kq):
+    """The same cohort, but team-a's 4 are admitted (borrowing 3) before team-b has a LocalQueue.
+
+    Kueue's fair sharing preemption takes back from the queue of the higher share until both shares
+    are equal: the same 2 and 4 as when both arrive together, whatever the order of arrival."""
+    fair_cohort(kq)
+    kq.store.delete("localqueues.kueue.x-k8s.io", "team-b", "team-b")
+    for team in ("team-a", "team-b"):
+        for i in range(4):
+            kq.store.create("jobs.batch", job("%s%d" % (team[-1], i), team, 1))
+    kq.wait(lambda: len(kq.running("team-a")) == 4, what="team-a borrows 3 while team-b has no queue")
+    kq.store.create("localqueues.kueue.x-k8s.io", {"apiVersion": API, "kind": "LocalQueue",
+                                                  "metadata": {"name": "team-b", "namespace": "team-b"},
+                                                  "spec": {"clusterQueue": "team-b"}})
+    kq.wait(lambda: (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4), timeout=20,
+            what="team-a 2, team-b 4")
+    kq.settle()
+    assert (len(kq.running("team-a")), len(kq.running("team-b"))) == (2, 4)
+    preempted = [c for w in kq.store.list(WL, "team-a") for c in (w.get("status") or {}).get("conditions") or []
+                 if c["type"] == "Preempted" and c["status"] == "True"]
+    assert [c["reason"] for c in preempted] == ["InCohortFairSharing"] * 2
+    assert all(c["message"].endswith("due to Fair Sharing within the cohort") for c in preempted)

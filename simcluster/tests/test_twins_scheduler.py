@@ -127,3 +127,35 @@ def test_cpu_and_memory_requests_are_checked(cluster):
     assert "3 Insufficient cpu" in cond["message"]
     c.store.create("pods", pod("slim", resources={"requests": {"cpu": "100m", "memory": "64Mi"}}))
     c.wait(lambda: c.pod("default", "slim")["spec"].get("nodeName"))
+
+
+def test_a_bound_pod_is_scheduled_in_the_same_write(cluster):
+    """The pods/binding subresource sets spec.nodeName and PodScheduled=True together: no watcher
+    (nor a test on a loaded machine) sees a pod on a node that is not yet scheduled."""
+    c = cluster
+    seen = []
+    c.store.subscribe(lambda ev, res, obj: seen.append(obj) if res == "pods" and
+                      obj["metadata"]["name"] == "web" else None)
+    c.store.create("pods", pod("web"))
+    c.wait(lambda: c.pod("default", "web")["spec"].get("nodeName"), what="web bound")
+    bound = [o for o in seen if o["spec"].get("nodeName")]
+    assert bound
+    assert all(any(cd["type"] == "PodScheduled" and cd["status"] == "True"
+                   for cd in (o.get("status") or {}).get("conditions") or []) for o in bound)
+
+
+def test_requests_are_summed_exactly_like_the_quota_does():
+    """One quantity arithmetic: 1 cpu bound plus 1000000001n asked exceeds 2 cpus by 1n, which
+    float sums (with a 1e-9 tolerance) let through while the API server's quota would not."""
+    from simcluster.twins.scheduler import insufficient
+    from simcluster.twins.util import containers_requests, parse_quantity
+    from simcluster.validation.quantity import Quantity
+    node = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}
+    used = {"n": containers_requests({"containers": [{"resources": {"requests": {"cpu": "1"}}}]})}
+    ask = {"containers": [{"resources": {"requests": {"cpu": "1000000001n", "memory": "512Mi"}}}]}
+    assert insufficient(ask, node, used) == ["cpu"]
+    fits = {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}
+    assert insufficient(fits, node, used) == []
+    for text in ("0.1", "100m", "1Gi", "1.5e3", "1n", "7"):
+        assert parse_quantity(text) == Quantity.parse(text).value
+    assert parse_quantity("0.1") + parse_quantity("0.2") == parse_quantity("300m")

@@ -5,14 +5,15 @@ Subscribers are called synchronously after each commit, like the real store.
 ApiError (tests use it to imitate Pod Security Admission).
 """
 
-import copy
-import datetime
 import threading
 import uuid
 
+from ..clock import now_micro
+from ..jsoncopy import clone
 from .. import errors
 from ..errors import ApiError
 from ..selectors import match_labels, parse_label_selector
+from ..store import assign_pod
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "clusterpolicies.nvidia.com", "persistentvolumes",
                   "customresourcedefinitions.apiextensions.k8s.io", "priorityclasses.scheduling.k8s.io",
@@ -22,7 +23,7 @@ CLUSTER_SCOPED = {"nodes", "namespaces", "clusterpolicies.nvidia.com", "persiste
 
 def _merge(target, patch):
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
@@ -47,7 +48,7 @@ class FakeStore:
 
     def _notify(self, etype, resource, obj):
         for cb in list(self._subs):
-            cb(etype, resource, copy.deepcopy(obj))
+            cb(etype, resource, clone(obj))
 
     def _next(self):
         self._rv += 1
@@ -56,19 +57,19 @@ class FakeStore:
     def get(self, resource, namespace, name):
         with self._lock:
             obj = self._objs.get(resource, {}).get(self._key(resource, namespace, name))
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def list(self, resource, namespace=None, label_selector=None, **_kw):
         reqs = parse_label_selector(label_selector) if label_selector else []
         with self._lock:
-            out = [copy.deepcopy(o) for (ns, _n), o in sorted(self._objs.get(resource, {}).items(),
+            out = [clone(o) for (ns, _n), o in sorted(self._objs.get(resource, {}).items(),
                                                                key=lambda kv: str(kv[0]))
                    if (namespace is None or ns == namespace)
                    and match_labels(reqs, o["metadata"].get("labels"))]
         return out
 
     def create(self, resource, obj, *, admit=True):
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         with self._lock:
             key = self._key(resource, meta.get("namespace"), meta["name"])
@@ -78,12 +79,11 @@ class FakeStore:
             if admit and self.admit:
                 self.admit("CREATE", resource, obj, None)
             meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%S.%fZ")
+            meta["creationTimestamp"] = now_micro()
             meta["generation"] = 1
             meta["resourceVersion"] = self._next()
             table[key] = obj
-            out = copy.deepcopy(obj)
+            out = clone(obj)
         self._notify("ADDED", resource, out)
         return out
 
@@ -98,34 +98,43 @@ class FakeStore:
             rv = meta.get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(resource, meta["name"])
-            if status_only:
-                new = copy.deepcopy(old)
-                new["status"] = copy.deepcopy(obj.get("status"))
+            if status_only == "all":          # a binding: spec and status in one write
+                new = clone(obj)
+            elif status_only:
+                new = clone(old)
+                new["status"] = clone(obj.get("status"))
             else:
-                new = copy.deepcopy(obj)
+                new = clone(obj)
                 for k in ("uid", "creationTimestamp", "generation"):
                     new["metadata"][k] = old["metadata"][k]
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = clone(old["status"])
                 if {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
                         {k: v for k, v in old.items() if k not in ("metadata", "status")}:
                     new["metadata"]["generation"] = old["metadata"]["generation"] + 1
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
-                return copy.deepcopy(old)
+                return clone(old)
             if admit and self.admit:
                 self.admit("UPDATE", resource, new, old)
             new["metadata"]["resourceVersion"] = self._next()
             table[key] = new
-            out = copy.deepcopy(new)
+            out = clone(new)
         self._notify("MODIFIED", resource, out)
         return out
 
     def update(self, resource, obj, *, admit=True):
-        return self._replace(resource, copy.deepcopy(obj), False, admit)
+        return self._replace(resource, clone(obj), False, admit)
 
     def update_status(self, resource, obj):
-        return self._replace(resource, copy.deepcopy(obj), True, False)
+        return self._replace(resource, clone(obj), True, False)
+
+    def bind(self, namespace, name, node):
+        with self._lock:
+            cur = self.get("pods", namespace, name)
+            if cur is None:
+                raise errors.not_found("pods", name)
+            return self._replace("pods", assign_pod(cur, node, name), "all", False)
 
     def merge_patch(self, resource, namespace, name, patch, *, subresource=None):
         with self._lock:      # read-modify-write must be atomic, as in the real store

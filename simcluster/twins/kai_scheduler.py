@@ -36,14 +36,17 @@ EPS = 1e-9
 
 
 def pod_vector(pod):
-    """(gpu devices, cpu millicores, memory bytes) requested by a pod."""
+    """(gpu devices, cpu millicores, memory bytes) requested by a pod, in float64 as KAI's
+    resource_info computes queue shares; converted here from the exact quantities."""
     req = containers_requests(pod["spec"])
-    return {"gpu": req.get(GPU, 0.0), "cpu": req.get("cpu", 0.0) * 1000.0, "memory": req.get("memory", 0.0)}
+    return {"gpu": float(req.get(GPU, 0)), "cpu": float(req.get("cpu", 0)) * 1000.0,
+            "memory": float(req.get("memory", 0))}
 
 
-def _add(acc, vec, sign=1.0):
+def _add(acc, vec, sign=1):
+    """acc += sign * vec (exact for the node accounting, float64 for the queue vectors)."""
     for k, v in vec.items():
-        acc[k] = acc.get(k, 0.0) + sign * v
+        acc[k] = acc.get(k, 0) + sign * v
 
 
 def _human(v):
@@ -151,10 +154,10 @@ class KaiScheduler:
             req = containers_requests(p["spec"])
             acc = used[node]
             for k, v in req.items():
-                acc[k] = acc.get(k, 0.0) + v
+                acc[k] = acc.get(k, 0) + v
             acc["pods"] += 1
             if p["spec"].get("schedulerName") != SCHEDULER:
-                _add(totals, pod_vector(p), -1.0)    # other schedulers' pods are not KAI's to share
+                _add(totals, pod_vector(p), -1)    # other schedulers' pods are not KAI's to share
         return used, totals
 
     def _queues(self):
@@ -377,7 +380,7 @@ class KaiScheduler:
                 for p in unit:
                     node = trial_used.get(p["spec"]["nodeName"])
                     if node is not None:
-                        _add(node, containers_requests(p["spec"]), -1.0)
+                        _add(node, containers_requests(p["spec"]), -1)
                         node["pods"] = node.get("pods", 1) - 1
                 a = vq
                 while a is not None:
@@ -401,7 +404,7 @@ class KaiScheduler:
                     raise
             node = used.get(p["spec"]["nodeName"])
             if node is not None:
-                _add(node, containers_requests(p["spec"]), -1.0)
+                _add(node, containers_requests(p["spec"]), -1)
                 node["pods"] = node.get("pods", 1) - 1
             for j in jobs.values():
                 if any(x is p for x in j.running):

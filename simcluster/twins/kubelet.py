@@ -23,6 +23,7 @@ import time
 
 from .. import netpol
 from . import nvidia_runtime
+from .pod_ips import PodIPs
 from .util import (clone, gpu_requests, now_iso, parse_quantity, pod_active, set_condition,
                    write_status)
 
@@ -65,8 +66,10 @@ class Kubelet:
         self.hooks = [netpol.probe_hook(ctx)]
         self.bound_at = {}       # pod uid -> monotonic time the kubelet first saw it bound
         self.started = {}        # pod uid -> iso time containers started
-        self.ip = {}
+        self.ips = PodIPs()      # host-local IPAM per node: an address is held until the pod is gone
+        self._node_index = {}    # node name -> its number in the cluster file (its pod CIDR)
         self.admitted = set()    # pod uids that passed the kubelet's admission
+        self.pull_failed = {}    # pod uid -> monotonic time its first image pull failed
         self.uids = {}           # (namespace, name) -> uid of the pod the kubelet runs
         self._marks = {}         # (namespace, name) -> (node, phase, ready) last queued for
         self._policy_gen = None  # the ClusterPolicy generation the pods were last queued for
@@ -156,6 +159,8 @@ class Kubelet:
 
     def _forget(self, key, uid):
         self.uids.pop(key, None)
+        self.ips.release(uid)
+        self.pull_failed.pop(uid, None)
         self.bound_at.pop(uid, None)
         self.started.pop(uid, None)
         self.admitted.discard(uid)
@@ -233,7 +238,7 @@ class Kubelet:
             try:
                 cap = parse_quantity(alloc.get(res, 0))
             except ValueError:
-                cap = 0.0
+                cap = 0
             if used.get(res, 0) + want > cap:
                 return {"kind": "rejected", "reason": "OutOf" + res,
                         "message": "Pod was rejected: Node didn't have enough resource: %s, "
@@ -257,13 +262,19 @@ class Kubelet:
         bad = [c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
                if self._pull_failure(c.get("image") or "")]
         if bad:
-            since = elapsed - t["pod_start"]
-            backoff = since >= t["image_pull_backoff"]
+            # The first pull fails (ErrImagePull, the Failed event) before any back-off: back-off
+            # counts from that attempt, not from the pod's start, however late this pass runs.
+            first = self.pull_failed.get(uid)
+            since = 0.0 if first is None else time.monotonic() - first
+            backoff = first is not None and since >= t["image_pull_backoff"]
             if not backoff:
                 self._again(pod, t["image_pull_backoff"] - since + 0.001)
-            return self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
-                                                       "image": bad[0].get("image"),
-                                                       "backoff": backoff}))
+            written = self._write(pod, self._render(pod, {"kind": "pull", "container": bad[0]["name"],
+                                                          "image": bad[0].get("image"),
+                                                          "backoff": backoff}))
+            if first is None and written is not None:
+                self.pull_failed[uid] = time.monotonic()
+            return written
         if uid not in self.admitted:
             refused = self._admit(pod)
             if refused is not None:
@@ -420,8 +431,9 @@ class Kubelet:
         status["hostIPs"] = [{"ip": node_ip}]
         if kind != "creating" and kind != "pull":
             ip = node_ip if spec.get("hostNetwork") else self._pod_ip(pod)
-            status["podIP"] = ip
-            status["podIPs"] = [{"ip": ip}]
+            if ip is not None:               # None: the node's pod CIDR is full
+                status["podIP"] = ip
+                status["podIPs"] = [{"ip": ip}]
         status.setdefault("startTime", now_iso())
         if init_st:
             status["initContainerStatuses"] = init_st
@@ -470,9 +482,8 @@ class Kubelet:
         return "10.0.0.%d" % (11 + names.index(node)) if node in names else "10.0.0.1"
 
     def _pod_ip(self, pod):
-        uid = pod["metadata"]["uid"]
-        if uid not in self.ip:
-            names = list(self.ctx.facts)
-            n = names.index(pod["spec"]["nodeName"]) + 1 if pod["spec"]["nodeName"] in names else 0
-            self.ip[uid] = "10.244.%d.%d" % (n, 2 + len(self.ip) % 250)
-        return self.ip[uid]
+        node = pod["spec"]["nodeName"]
+        if node not in self._node_index:
+            self._node_index = {name: i + 1 for i, name in enumerate(self.ctx.facts)}
+        return self.ips.ip(pod["metadata"]["uid"], node, self._node_index.get(node, 0),
+                           lambda: self.ctx.pods_on(node))

@@ -25,6 +25,7 @@ Lowering a quota evicts nothing: only a pending Workload ever preempts.
 import hashlib
 
 from ..errors import ApiError
+from ..validation.quantity import Quantity
 from .util import clone, containers_requests, now_iso, owner_ref, set_condition, write_status
 from ..selectors import label_selector_matches as _selector_matches
 
@@ -35,7 +36,8 @@ LQS = "localqueues.kueue.x-k8s.io"
 FLAVORS = "resourceflavors.kueue.x-k8s.io"
 MANAGER = "kueue-controller-manager"
 API = "kueue.x-k8s.io/v1beta2"
-EPS = 1e-9
+PREEMPTION_REASONS = {"InCohortReclamation": "reclamation within the cohort",
+                      "InCohortFairSharing": "Fair Sharing within the cohort"}
 
 
 def workload_name(job):
@@ -51,7 +53,15 @@ def _amount(v):
     try:
         return parse_quantity(v)
     except ValueError:
-        return 0.0
+        return 0
+
+
+def _reserved_at(wl):
+    """When the workload's quota was reserved (the QuotaReserved condition's transition)."""
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "QuotaReserved":
+            return c.get("lastTransitionTime") or ""
+    return ""
 
 
 def _cond(obj, ctype):
@@ -83,12 +93,12 @@ class Quotas:
         return None
 
     def used(self, cq, flavor, resource):
-        return self.usage.get((cq["metadata"]["name"], flavor, resource), 0.0)
+        return self.usage.get((cq["metadata"]["name"], flavor, resource), 0)
 
-    def add(self, cqname, assignment, sign=1.0):
+    def add(self, cqname, assignment, sign=1):
         for (flavor, resource), amount in assignment.items():
             key = (cqname, flavor, resource)
-            self.usage[key] = self.usage.get(key, 0.0) + sign * amount
+            self.usage[key] = self.usage.get(key, 0) + sign * amount
 
     def members(self, cq):
         cohort = cq["spec"].get("cohortName")
@@ -99,23 +109,23 @@ class Quotas:
     def guaranteed(self, cq, flavor, resource):
         r = self.row(cq, flavor, resource)
         if r is None:
-            return 0.0
+            return 0
         nominal = _amount(r.get("nominalQuota"))
         if r.get("lendingLimit") is None or not cq["spec"].get("cohortName"):
-            return 0.0 if cq["spec"].get("cohortName") else nominal
-        return max(0.0, nominal - _amount(r["lendingLimit"]))
+            return 0 if cq["spec"].get("cohortName") else nominal
+        return max(0, nominal - _amount(r["lendingLimit"]))
 
     def available(self, cq, flavor, resource):
         """What cq can still take of (flavor, resource), borrowing included."""
         r = self.row(cq, flavor, resource)
         if r is None:
-            return 0.0
+            return 0
         nominal = _amount(r.get("nominalQuota"))
         used = self.used(cq, flavor, resource)
         if not cq["spec"].get("cohortName"):
             return nominal - used
-        local = max(0.0, self.guaranteed(cq, flavor, resource) - used)
-        pool = pool_used = 0.0
+        local = max(0, self.guaranteed(cq, flavor, resource) - used)
+        pool = pool_used = 0
         for m in self.members(cq):
             mr = self.row(m, flavor, resource)
             if mr is None:
@@ -123,15 +133,15 @@ class Quotas:
             mn = _amount(mr.get("nominalQuota"))
             g = self.guaranteed(m, flavor, resource)
             pool += mn - g
-            pool_used += max(0.0, self.used(m, flavor, resource) - g)
-        avail = local + max(0.0, pool - pool_used)
+            pool_used += max(0, self.used(m, flavor, resource) - g)
+        avail = local + max(0, pool - pool_used)
         if r.get("borrowingLimit") is not None:
             avail = min(avail, nominal + _amount(r["borrowingLimit"]) - used)
         return avail
 
     def borrowing(self, cq):
         for fname, r in self.rows(cq):
-            if self.used(cq, fname, r["name"]) > _amount(r.get("nominalQuota")) + EPS:
+            if self.used(cq, fname, r["name"]) > _amount(r.get("nominalQuota")):
                 return True
         return False
 
@@ -140,13 +150,15 @@ class Quotas:
         worst = 0.0
         for fname, r in self.rows(cq):
             res = r["name"]
-            used = self.used(cq, fname, res) + (extra or {}).get((fname, res), 0.0)
-            borrowed = max(0.0, used - _amount(r.get("nominalQuota")))
+            used = self.used(cq, fname, res) + (extra or {}).get((fname, res), 0)
+            borrowed = max(0, used - _amount(r.get("nominalQuota")))
             lendable = sum(_amount((self.row(m, fname, res) or {}).get("nominalQuota")) - self.guaranteed(m, fname, res)
                            for m in self.members(cq))
             if lendable > 0:
-                worst = max(worst, borrowed * 1000.0 / lendable)
-        weight = float(((cq["spec"].get("fairSharing") or {}).get("weight", 1)) or 0)
+                # Kueue's dominantResourceShare: float64(borrowed) * 1000 / float64(lendable)
+                worst = max(worst, float(borrowed) * 1000.0 / float(lendable))
+        # parseFairWeight: the weight Quantity AsFloat64Slow
+        weight = float(_amount((cq["spec"].get("fairSharing") or {}).get("weight", 1)))
         return float("inf") if weight == 0 and worst > 0 else (worst / weight if weight else 0.0)
 
 
@@ -301,9 +313,10 @@ class Kueue:
             if choice is None:
                 self._pending(wl, "Pending", why)
                 continue
-            quotas.add(cq["metadata"]["name"], choice[1])
-            self._admit(wl, cq, choice, jobs, flavors)
-            admitted.append(wl)
+            stored = self._admit(wl, cq, choice, jobs, flavors)
+            if stored is not None:       # with its admission: a later workload of this pass may preempt it
+                quotas.add(cq["metadata"]["name"], choice[1])
+                admitted.append(stored)
         self._cq_status(cqs, quotas, admitted, wls)
 
     def _cq_status(self, cqs, quotas, admitted, wls):
@@ -315,9 +328,9 @@ class Kueue:
         lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue")
                for q in self.ctx.list(LQS)}
         pending = {}
-        admitted_ids = {id(w) for w in admitted}
+        admitted_ids = {(w["metadata"]["namespace"], w["metadata"]["name"]) for w in admitted}
         for wl in wls:
-            if id(wl) in admitted_ids or _cond(wl, "Finished"):
+            if (wl["metadata"]["namespace"], wl["metadata"]["name"]) in admitted_ids or _cond(wl, "Finished"):
                 continue
             name = lqs.get((wl["metadata"]["namespace"], wl["spec"].get("queueName")))
             pending[name] = pending.get(name, 0) + 1
@@ -329,7 +342,7 @@ class Kueue:
                     for r in fl.get("resources") or []:
                         used = quotas.used(cq, fl["name"], r["name"])
                         rows.append({"name": r["name"], "total": _fmt(used),
-                                     "borrowed": _fmt(max(0.0, used - _amount(r.get("nominalQuota"))))})
+                                     "borrowed": _fmt(max(0, used - _amount(r.get("nominalQuota"))))})
                     usage.append({"name": fl["name"], "resources": rows})
             status = clone(cq.get("status") or {})
             status.update({"flavorsReservation": usage, "flavorsUsage": clone(usage),
@@ -358,7 +371,7 @@ class Kueue:
         out = {}
         for psa in adm.get("podSetAssignments") or []:
             for res, flavor in (psa.get("flavors") or {}).items():
-                out[(flavor, res)] = out.get((flavor, res), 0.0) + _amount((psa.get("resourceUsage") or {}).get(res))
+                out[(flavor, res)] = out.get((flavor, res), 0) + _amount((psa.get("resourceUsage") or {}).get(res))
         return out
 
     def _fit(self, cq, quotas, req, flavors, selector=None):
@@ -382,7 +395,7 @@ class Kueue:
                     messages.append("flavor %s doesn't match node affinity" % name)
                     continue
                 short = [(r, v - quotas.available(cq, name, r)) for r, v in sorted(wanted.items())
-                         if v > quotas.available(cq, name, r) + EPS]
+                         if v > quotas.available(cq, name, r)]
                 if not short:
                     return (name, {(name, r): v for r, v in wanted.items()}), None
                 r, more = short[0]
@@ -405,25 +418,9 @@ class Kueue:
         policy = (cq["spec"].get("preemption") or {}).get("reclaimWithinCohort", "Never")
         if policy == "Never" or not cq["spec"].get("cohortName"):
             return False
-        # only to get back what the queue's nominal quota guarantees
-        first = None
-        for rg in cq["spec"].get("resourceGroups") or []:
-            keys = {k for fl in rg.get("flavors") or [] for k in
-                    ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}}
-            for fl in rg.get("flavors") or []:
-                labels = ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}
-                if not any(k in keys and labels.get(k) != v for k, v in (selector or {}).items()):
-                    first = fl["name"]
-                    break
-            if first is not None:
-                break
+        first = self._first_flavor(cq, flavors, selector)
         if first is None:
             return False
-        for r, v in req.items():
-            row = quotas.row(cq, first, r)
-            if row is None or quotas.used(cq, first, r) + v > _amount(row.get("nominalQuota")) + EPS:
-                return False
-        fair = any(m["spec"].get("fairSharing") for m in quotas.members(cq))
         cands = []
         for wl in admitted:
             ocq = quotas.cqs.get(wl["status"]["admission"]["clusterQueue"])
@@ -431,24 +428,115 @@ class Kueue:
                 continue
             if quotas.borrowing(ocq):
                 cands.append((wl, ocq))
-        cands.sort(key=lambda c: c[0]["metadata"].get("creationTimestamp") or "", reverse=True)  # newest first
-        if fair:
-            cands.sort(key=lambda c: -quotas.drs(c[1]))         # stable: highest share first, then newest
+        # Kueue's candidate order: lower priority first, then the latest quota reservation first
+        # (the twin's timestamps have seconds: the newest, then the last name, break a tie)
+        cands.sort(key=lambda c: (_reserved_at(c[0]), c[0]["metadata"].get("creationTimestamp") or "",
+                                  c[0]["metadata"]["name"]), reverse=True)
+        cands.sort(key=lambda c: c[0]["spec"].get("priority") or 0)
+        if any(m["spec"].get("fairSharing") for m in quotas.members(cq)):
+            victims = self._fair_victims(cq, quotas, req, flavors, selector, first, cands)
+            reason = "InCohortFairSharing"
+        else:
+            victims = self._reclaim_victims(cq, quotas, req, flavors, selector, first, cands)
+            reason = "InCohortReclamation"
+        if victims is None:
+            return False
+        for vwl in victims:
+            self._evict(vwl, jobs, cq, reason)
+            admitted.remove(vwl)
+        return True
+
+    def _first_flavor(self, cq, flavors, selector):
+        """The first flavor of the first resource group the pod set's nodeSelector does not contradict."""
+        for rg in cq["spec"].get("resourceGroups") or []:
+            keys = {k for fl in rg.get("flavors") or [] for k in
+                    ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}}
+            for fl in rg.get("flavors") or []:
+                labels = ((flavors.get(fl["name"]) or {}).get("spec") or {}).get("nodeLabels") or {}
+                if not any(k in keys and labels.get(k) != v for k, v in (selector or {}).items()):
+                    return fl["name"]
+        return None
+
+    def _reclaim_victims(self, cq, quotas, req, flavors, selector, first, cands):
+        """Without fair sharing: borrowers' workloads, until the pending one fits, only to get back
+        what the queue's nominal quota guarantees. None when that does not make it fit."""
+        for r, v in req.items():
+            row = quotas.row(cq, first, r)
+            if row is None or quotas.used(cq, first, r) + v > _amount(row.get("nominalQuota")):
+                return None
         victims = []
         for wl, ocq in cands:
             if not quotas.borrowing(ocq):
                 continue
-            assigned = self._assigned(wl["status"]["admission"])
-            quotas.add(ocq["metadata"]["name"], assigned, -1.0)
-            victims.append((wl, ocq, assigned))
+            quotas.add(ocq["metadata"]["name"], self._assigned(wl["status"]["admission"]), -1)
+            victims.append((wl, ocq))
             if self._fit(cq, quotas, req, flavors, selector)[0] is not None:
-                for vwl, vcq, _ in victims:
-                    self._evict(vwl, jobs, cq)
-                    admitted.remove(vwl)
-                return True
-        for _wl, ocq, assigned in victims:
-            quotas.add(ocq["metadata"]["name"], assigned)
-        return False
+                return [w for w, _ in victims]
+        self._restore(quotas, victims)
+        return None
+
+    def _fair_victims(self, cq, quotas, req, flavors, selector, first, cands):
+        """Fair sharing preemption (Kueue's preemption/fairsharing): the preemptor's share with the
+        pending workload admitted is compared with the target ClusterQueue of the highest share.
+        Rule S2-a takes a target's workload when the preemptor's share stays <= the target's share
+        without it; rule S2-b then takes one workload per remaining target whose share before is
+        above the preemptor's. The outcome depends on the shares only, never on which queue's
+        workloads were admitted first. None when no set of victims makes the workload fit."""
+        mine = quotas.drs(cq, {(first, r): v for r, v in req.items()})
+        by_cq = {}
+        for wl, ocq in cands:
+            by_cq.setdefault(ocq["metadata"]["name"], []).append(wl)
+        victims, retry = [], {}
+
+        def take(name, wl):
+            quotas.add(name, self._assigned(wl["status"]["admission"]), -1)
+            victims.append((wl, quotas.cqs[name]))
+            return self._fit(cq, quotas, req, flavors, selector)[0] is not None
+
+        while True:                                                  # rule S2-a
+            name = self._highest_share(quotas, by_cq)
+            if name is None:
+                break
+            queue = by_cq[name]
+            while queue:
+                wl = queue.pop(0)
+                assigned = self._assigned(wl["status"]["admission"])
+                quotas.add(name, assigned, -1)
+                after = quotas.drs(quotas.cqs[name])
+                quotas.add(name, assigned)
+                if mine <= after:
+                    if take(name, wl):
+                        return [w for w, _ in victims]
+                    break                     # shares changed: pick the target queue again
+                retry.setdefault(name, []).append(wl)
+            if not queue:
+                by_cq.pop(name)
+        while True:                                                  # rule S2-b
+            name = self._highest_share(quotas, retry)
+            if name is None:
+                break
+            wl = retry.pop(name)[0]
+            if mine < quotas.drs(quotas.cqs[name]) and take(name, wl):
+                return [w for w, _ in victims]
+        self._restore(quotas, victims)
+        return None
+
+    @staticmethod
+    def _highest_share(quotas, by_cq):
+        """The borrowing ClusterQueue with candidates and the highest share (ties: by name), else None."""
+        best = None
+        for name in sorted(by_cq):
+            ocq = quotas.cqs[name]
+            if not by_cq[name] or not quotas.borrowing(ocq):
+                continue
+            if best is None or quotas.drs(ocq) > quotas.drs(quotas.cqs[best]):
+                best = name
+        return best
+
+    def _restore(self, quotas, victims):
+        """No preemption after all: the simulated victims' usage counts again."""
+        for wl, ocq in victims:
+            quotas.add(ocq["metadata"]["name"], self._assigned(wl["status"]["admission"]))
 
     # -- writes -----------------------------------------------------------------------------------
     def _pending(self, wl, reason, message):
@@ -472,12 +560,14 @@ class Kueue:
         set_condition(conds, "QuotaReserved", "True", "QuotaReserved", msg)
         set_condition(conds, "Admitted", "True", "Admitted", "The workload is admitted")
         status["conditions"] = conds
-        if write_status(self.ctx.store, WORKLOADS, wl, status) is None:
-            return
+        stored = write_status(self.ctx.store, WORKLOADS, wl, status)
+        if stored is None:
+            return None
         self.ctx.event_once(wl, "QuotaReserved", msg, key=now_iso())
         job = jobs.get(((wl["metadata"].get("ownerReferences") or [{}])[0]).get("uid"))
         if job is not None:
             self._start(job, flavor, flavors)
+        return stored
 
     def _start(self, job, flavor, flavors):
         """Unsuspend the Job with the flavor's node labels and tolerations (read fresh: no stale write)."""
@@ -505,14 +595,14 @@ class Kueue:
                 raise
             self.ctx.runtime.after(0.1)
 
-    def _evict(self, wl, jobs, preemptor):
+    def _evict(self, wl, jobs, preemptor, reason):
         status = clone(wl.get("status") or {})
         status.pop("admission", None)
         conds = list(status.get("conditions") or [])
-        msg = "Preempted to accommodate a workload (UID: %s) due to reclamation within the cohort" % (
-            preemptor["metadata"].get("uid", ""))
+        msg = "Preempted to accommodate a workload (UID: %s) due to %s" % (
+            preemptor["metadata"].get("uid", ""), PREEMPTION_REASONS[reason])
         set_condition(conds, "Evicted", "True", "Preempted", msg)
-        set_condition(conds, "Preempted", "True", "InCohortReclamation", msg)
+        set_condition(conds, "Preempted", "True", reason, msg)
         set_condition(conds, "QuotaReserved", "False", "Pending", "Preempted")
         set_condition(conds, "Admitted", "False", "NoReservation", "The workload has no reservation")
         status["conditions"] = conds
@@ -525,4 +615,5 @@ class Kueue:
 
 
 def _fmt(v):
-    return str(int(v)) if float(v).is_integer() else "%g" % v
+    """An exact amount as resource.Quantity prints it (4, 500m)."""
+    return str(Quantity(v))

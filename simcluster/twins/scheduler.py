@@ -63,7 +63,7 @@ class Scheduler:
             if node in used and pod_active(p):
                 acc = used[node]
                 for k, v in containers_requests(p["spec"]).items():
-                    acc[k] = acc.get(k, 0.0) + v
+                    acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
         pending.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
         for pod in pending:
@@ -148,19 +148,18 @@ def insufficient(spec, node, used):
         try:
             cap = parse_quantity(alloc.get(res, 0))
         except ValueError:
-            cap = 0.0
-        if have.get(res, 0.0) + amount > cap + 1e-9:
+            cap = 0
+        if have.get(res, 0) + amount > cap:
             short.append(res)
     return short
 
 
 def bind(ctx, pod, name, used):
-    """The Binding: spec.nodeName, PodScheduled=True, the Scheduled event; `used` counts the pod's requests
-    on the node. A pod deleted or changed meanwhile is left for the next pass (as the real binder's 404/409)."""
-    bound = clone(pod)
-    bound["spec"]["nodeName"] = name
+    """The Binding (spec.nodeName and PodScheduled=True in one write), the Scheduled event; `used` counts
+    the pod's requests on the node. A pod deleted or bound meanwhile is left for the next pass (as the real
+    binder's 404/409)."""
     try:
-        bound = ctx.store.update("pods", bound, admit=False)
+        ctx.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], name)
     except ApiError as err:
         if err.code in (404, 409):
             ctx.runtime.after(0.05)
@@ -168,11 +167,7 @@ def bind(ctx, pod, name, used):
         raise
     acc = used.setdefault(name, {})
     for k, v in containers_requests(pod["spec"]).items():
-        acc[k] = acc.get(k, 0.0) + v
+        acc[k] = acc.get(k, 0) + v
     acc["pods"] = acc.get("pods", 0) + 1
-    status = clone(bound.get("status") or {})
-    status["phase"] = "Pending"
-    status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled", "True")
-    write_status(ctx.store, "pods", bound, status)
     ctx.event_once(pod, "Scheduled", "Successfully assigned %s/%s to %s" % (
         pod["metadata"]["namespace"], pod["metadata"]["name"], name))

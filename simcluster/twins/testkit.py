@@ -8,13 +8,13 @@ Also kubectl's STATUS column for a pod (status_word), so tests assert what
 an operator would see.
 """
 
-import copy
 import functools
 import os
 import time
 
 import yaml
 
+from ..jsoncopy import clone
 from .. import clusterfile
 from ..errors import ApiError
 
@@ -25,6 +25,10 @@ CP = "clusterpolicies.nvidia.com"
 OPERATOR_IMAGE = "nvcr.io/nvidia/gpu-operator:v26.7.0"
 CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
 HELM = os.path.join(REPO, ".venv", "bin", "helm")
+# Waits poll up to SLACK times their nominal bound: on a loaded machine (CI, tests in parallel)
+# the twins run several times slower, and 10 s for an operator install to reach the device
+# plugin ran out under 8 runnable processes per core.
+SLACK = 3.0
 # Faster than the cluster-file defaults: keeps the unit tests of the twins quick.
 FAST = {"pod_start": 0.01, "operand_start": 0.02, "driver_install": 0.02, "mig_reconfigure": 0.02,
         "image_pull_backoff": 0.05, "job_run": 0.01, "crash_backoff": 0.05}
@@ -58,7 +62,7 @@ def _chart_workloads():
 
 def chart_workloads(namespace, image=OPERATOR_IMAGE):
     """Copies of the chart's workloads for `namespace`, the operator running `image`."""
-    objs = copy.deepcopy(list(_chart_workloads()))
+    objs = clone(list(_chart_workloads()))
     for obj in objs:
         obj["metadata"]["namespace"] = namespace
         if obj["metadata"]["name"] == "gpu-operator":
@@ -157,7 +161,7 @@ class TwinCluster:
             for path in self.spec["crds"]:
                 for doc in _crd_docs(path):
                     self.store.create("customresourcedefinitions.apiextensions.k8s.io",
-                                      copy.deepcopy(doc))
+                                      clone(doc))
         else:
             from .fakestore import FakeStore
             self.store = FakeStore(admit=admit)
@@ -175,7 +179,9 @@ class TwinCluster:
 
     # -- waiting ---------------------------------------------------------------------
     def wait(self, predicate, timeout=10.0, what=None):
-        deadline = time.monotonic() + timeout
+        """The predicate's first true value; `timeout` is what an idle machine needs, the bound
+        is SLACK times that (a wait returns as soon as the predicate holds)."""
+        deadline = time.monotonic() + timeout * SLACK
         last = None
         while time.monotonic() < deadline:
             last = predicate()
@@ -183,11 +189,11 @@ class TwinCluster:
                 return last
             time.sleep(0.02)
         raise AssertionError("timed out after %.1fs waiting for %s (last: %r; twin errors: %s)"
-                             % (timeout, what or getattr(predicate, "__name__", "condition"),
+                             % (timeout * SLACK, what or getattr(predicate, "__name__", "condition"),
                                 last, self.handle.errors[:1]))
 
     def settle(self, timeout=10.0):
-        assert self.handle.settle(timeout), "twins did not settle"
+        assert self.handle.settle(timeout * SLACK), "twins did not settle"
 
     # -- objects -----------------------------------------------------------------------
     def namespace(self, name, labels=None):
@@ -267,4 +273,4 @@ class TwinCluster:
         return self.store.pod_logs.get((namespace, name, container))
 
     def copy(self, obj):
-        return copy.deepcopy(obj)
+        return clone(obj)

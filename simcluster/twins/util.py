@@ -1,44 +1,32 @@
 """Small helpers shared by the twins: quantities, names, conditions, safe writes."""
 
-import datetime
+import functools
 import json
 import random
-import re
 
+from ..clock import now as now_iso  # noqa: F401 (the twins' name for the one clock)
 from ..errors import ApiError
+from ..jsoncopy import clone  # noqa: F401 (the twins take it from here)
+from ..validation.quantity import Quantity
 
 # The alphabet Kubernetes uses for generated suffixes (no vowels, no confusables).
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
-_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-           "P": 1e15, "E": 1e18}
-_QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-
-
-def clone(o):
-    """Deep copy of JSON-like data (several times faster than copy.deepcopy)."""
-    if isinstance(o, dict):
-        return {k: clone(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [clone(v) for v in o]
-    return o
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text):
+    return Quantity.parse(text).value
 
 
 def parse_quantity(value):
-    """Kubernetes quantity ("100m", "2Gi", 3) -> float; bad input -> ValueError."""
+    """Kubernetes quantity ("100m", "2Gi", 3) -> its exact value (int or Fraction, rounded up to
+    nano units as the API server stores it), parsed by validation/quantity.py like the quota is,
+    so a twin and the API server never disagree; bad input -> ValueError. Where the real
+    component computes in float64 (KAI's queue shares, kube-state-metrics), convert there."""
     if value is None:
-        return 0.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    m = _QTY.match(str(value).strip())
-    if not m:
-        raise ValueError("invalid quantity %r" % (value,))
-    return float(m.group(1)) * _SUFFIX[m.group(2) or ""]
-
-
-def now_iso():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return _parse_text(value if isinstance(value, str) else repr(value))
 
 
 def random_suffix(n=5):
@@ -194,14 +182,14 @@ def containers_requests(spec):
     total = {}
     for c in spec.get("containers") or []:
         for k, v in one(c).items():
-            total[k] = total.get(k, 0.0) + v
+            total[k] = total.get(k, 0) + v
     for c in spec.get("initContainers") or []:
         if c.get("restartPolicy") == "Always":     # sidecar: runs along the containers
             for k, v in one(c).items():
-                total[k] = total.get(k, 0.0) + v
+                total[k] = total.get(k, 0) + v
             continue
         for k, v in one(c).items():
-            total[k] = max(total.get(k, 0.0), v)
+            total[k] = max(total.get(k, 0), v)
     return total
 
 

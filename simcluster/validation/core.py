@@ -6,9 +6,9 @@ a list of FieldError (422 Invalid is raised by admission.py). Malformed quantiti
 raise the 400 decode error a real server gives.
 """
 
-import copy
 import ipaddress
 
+from simcluster.jsoncopy import clone
 from simcluster.errors import FieldError
 from simcluster.validation import names
 from simcluster.validation.quantity import Quantity, QuantityError, bad_request
@@ -513,7 +513,7 @@ def _clean(v):
 
 def validate_pod_update(new, old):
     """ValidatePodUpdate: the pod spec is immutable but for a few fields."""
-    ns, os_ = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+    ns, os_ = clone(new.get("spec") or {}), clone(old.get("spec") or {})
     default_pod_requests(ns)
     default_pod_requests(os_)
     for key in ("containers", "initContainers"):

@@ -1,8 +1,7 @@
 """PodDisruptionBudget arithmetic (the disruption controller's status) and eviction.
 
-The simulator has no controller-manager, so the budget's numbers are computed
-from the live pods when needed (eviction) and written to the PDB's status by
-admission.py's subscriber, like the disruption controller would.
+The budget's numbers are computed from the live pods when needed (eviction) and
+written to the PDB's status by simcluster/controllers/disruption.py.
 """
 
 import math

@@ -11,12 +11,12 @@ Schemas are compiled once per CRD resourceVersion (see admission.py).
 """
 
 import base64
-import copy
 import ipaddress
 import json
 import re
 import uuid
 
+from simcluster.jsoncopy import clone
 from simcluster.errors import FieldError
 from simcluster.validation import cel, json_type
 
@@ -208,7 +208,7 @@ def _default(value, node):
         if node.props:
             for k, child in node.props.items():
                 if k not in value and child.default is not None:
-                    value[k] = copy.deepcopy(child.default)
+                    value[k] = clone(child.default)
                 if k in value and child.has_default:
                     _default(value[k], child)
         if isinstance(node.additional, Node) and node.additional.has_default:
