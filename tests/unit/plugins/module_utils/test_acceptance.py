@@ -78,10 +78,10 @@ def test_update_rehearsed_reads_the_helm_history():
     def secret(rev, desc):
         body = base64.b64encode(gzip.compress(json.dumps({"info": {"description": desc}, "chart": {
             "metadata": {"version": "v26.7.0"}}}).encode()))
-        return {"apiVersion": "v1", "kind": "Secret", "metadata": {
-                "name": "sh.helm.release.v1.gpu-operator.v%d" % rev, "namespace": "gpu-operator",
-                             "labels": {"owner": "helm", "name": "gpu-operator", "version": str(rev),
-                                        "status": "superseded"}},
+        labels = {"owner": "helm", "name": "gpu-operator", "version": str(rev), "status": "superseded"}
+        return {"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "sh.helm.release.v1.gpu-operator.v%d" % rev, "namespace": "gpu-operator",
+                             "labels": labels},
                 "data": {"release": base64.b64encode(body).decode()}}
     kube = cluster(secret(1, "Install complete"), secret(2, "Upgrade complete"))
     res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]

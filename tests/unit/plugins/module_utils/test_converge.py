@@ -12,13 +12,14 @@ from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKub
 OURS = {"app.kubernetes.io/managed-by": "skaffon.gpu_platform"}
 
 
-def cm(name, namespace="team-a", labels=OURS, **data):
+def cm(name, namespace="team-a", labels=None, **data):
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}, "data": data}
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(OURS if labels is None else labels)},
+            "data": data}
 
 
-def ns(name, labels=OURS):
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels)}}
+def ns(name):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(OURS)}}
 
 
 class PostAndPatch(engine.Strategy):
@@ -99,8 +100,8 @@ def test_namespaces_first_deletes_last_and_a_failed_namespace_skips_its_objects(
     assert errors == ["Namespace team-b: CREATE Namespace team-b: HTTP 500 Internal Server Error: boom",
                       "ConfigMap team-b/b: skipped: its namespace could not be written"]
     out = run_.result(changes)
-    assert [(r["name"], r["action"]) for r in out["objects"]] == [("a", "created"), ("team-a", "created"),
-                                                                   ("gone", "deleted")]
+    assert [(r["name"], r["action"]) for r in out["objects"]] == [
+        ("a", "created"), ("team-a", "created"), ("gone", "deleted")]
 
 
 def test_fail_fast_raises_the_api_error_as_it_is():

@@ -12,8 +12,8 @@ OURS = {"app.kubernetes.io/managed-by": "skaffon.gpu_platform"}
 
 def site(cpu="4", queue_quota=None):
     objs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": dict(OURS)}},
-            {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tenant-quota", "namespace": "team-a",
-                                                                         "labels": dict(OURS)},
+            {"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"name": "tenant-quota", "namespace": "team-a", "labels": dict(OURS)},
              "spec": {"hard": {"requests.cpu": cpu}}, "status": {"used": {"requests.cpu": "1"}}}]
     if queue_quota is not None:
         objs.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team-a"},
