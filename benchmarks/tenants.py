@@ -56,6 +56,9 @@ def env_for(sim):
     env.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"),
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.null", ANSIBLE_NOCOLOR="1")
+    # the simulator's environment names no cluster (simcluster/testing.py): give both playbooks
+    # its kubeconfig the way kubernetes.core reads it when no module option is set
+    env["K8S_AUTH_KUBECONFIG"] = sim.env.kubeconfig
     return env
 
 

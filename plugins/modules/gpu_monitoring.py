@@ -44,11 +44,18 @@ EXAMPLES = r"""
 
 RETURN = r"""
 objects:
-  description: What happened to each object (C(created), C(updated), C(unchanged)).
+  description:
+    - Every object and what happened to it - C(created), C(updated), C(unchanged) or C(deleted) (in check
+      mode what would happen); the shape every converging module of the collection returns.
   returned: always
   type: list
   elements: dict
   sample: [{kind: PrometheusRule, name: skaffon-gpu-alerts, namespace: monitoring, action: unchanged}]
+requests:
+  description: API requests sent, by verb (C(LIST), C(GET), C(CREATE), C(PATCH), C(APPLY), C(DELETE)).
+  returned: always
+  type: dict
+  sample: {LIST: 2}
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
@@ -56,12 +63,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.ap
 
 
 def run(module):
-    changed, results, diffs = converge(module.kube, module.params["objects"], module.check_mode,
-                                       module.params["field_manager"])
-    result = {"changed": changed, "objects": results}
-    if module._diff and diffs:
-        result["diff"] = diffs
-    return result
+    return converge(module.kube, module.params["objects"], module.check_mode, module.params["field_manager"],
+                    diff=module._diff)
 
 
 def main():

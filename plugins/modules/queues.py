@@ -63,11 +63,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 objects:
-  description: One entry per object with the action taken (C(create), C(update), C(unchanged)).
+  description:
+    - Every object and what happened to it - C(created), C(updated), C(unchanged) or C(deleted) (in check
+      mode what would happen); the shape every converging module of the collection returns.
   returned: always
   type: list
   elements: dict
-  sample: [{kind: Queue, name: team-a, action: create}]
+  sample: [{kind: Queue, name: team-a, action: created}]
+requests:
+  description: API requests sent, by verb (C(LIST), C(GET), C(CREATE), C(PATCH), C(APPLY), C(DELETE)).
+  returned: always
+  type: dict
+  sample: {LIST: 1, APPLY: 1}
+overrides:
+  description: Queue values a quota change raised above the inventory, kept on the cluster (one note each).
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
@@ -85,11 +97,9 @@ def argspec():
 
 def run(module):
     params = module.params
-    result = converge(module.kube, params["backend"], params["objects"], module.check_mode,
-                      params["allow_missing_kinds"] and module.check_mode, params["allow_quota_decrease"])
-    if not module._diff:
-        result.pop("diff")
-    return result
+    return converge(module.kube, params["backend"], params["objects"], module.check_mode,
+                    params["allow_missing_kinds"] and module.check_mode, params["allow_quota_decrease"],
+                    diff=module._diff)
 
 
 def main():

@@ -69,6 +69,19 @@ before: {description: Quota value and use before., returned: always, type: dict}
 after: {description: Quota value and use after., returned: always, type: dict}
 plan: {description: The writes in the order they were (or would be) made., returned: changed, type: list, elements: str}
 record: {description: The annotations written on the ResourceQuota., returned: changed, type: dict}
+objects:
+  description:
+    - Every object and what happened to it - C(created), C(updated), C(unchanged) or C(deleted) (in check
+      mode what would happen); the shape every converging module of the collection returns.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{kind: Queue, name: team-a, action: updated}, {kind: ResourceQuota, name: tenant-quota, namespace: team-a, action: updated}]
+requests:
+  description: API requests sent, by verb (C(LIST), C(GET), C(CREATE), C(PATCH), C(APPLY), C(DELETE)).
+  returned: always
+  type: dict
+  sample: {GET: 2, LIST: 1, PATCH: 2}
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule

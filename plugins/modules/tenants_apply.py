@@ -172,11 +172,24 @@ teams:
   returned: always
   type: list
   elements: str
+objects:
+  description:
+    - Every object and what happened to it - C(created), C(updated), C(unchanged) or C(deleted) (in check
+      mode what would happen); the shape every converging module of the collection returns.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{kind: Namespace, name: team-a, action: created}, {kind: ResourceQuota, name: tenant-quota, namespace: team-a, action: unchanged}]
 requests:
-  description: API requests sent, by verb.
+  description: API requests sent, by verb (C(LIST), C(GET), C(CREATE), C(PATCH), C(APPLY), C(DELETE)).
   returned: always
   type: dict
-  sample: {LIST: 5, CREATE: 21}
+  sample: {LIST: 7, CREATE: 21}
+overrides:
+  description: Quota values a quota change raised above the inventory, kept on the cluster (one note each).
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule

@@ -1,18 +1,34 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Converge the monitoring objects (PrometheusRule, dashboard ConfigMaps): one LIST per kind and
-namespace, one server-side apply per object that differs, nothing written when all match."""
+"""Converge the monitoring objects (PrometheusRule, dashboard ConfigMaps) with the converge engine
+(core/converge.py): one LIST per kind and namespace (our part-of label), one server-side apply
+per object that differs, nothing written when all match. A same-named object without our label
+is read by GET and taken over by the apply."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream as U
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 FIELD_MANAGER = "skaffon.gpu_platform"
-CONTENT_KEYS = ("spec", "data")   # what the objects carry besides metadata
+
+
+class MonitoringStrategy(engine.Strategy):
+    """The engine's defaults (labels/annotations we set and spec/data compared exactly, server-side
+    apply, server dry runs in check mode); our objects carry the part-of label."""
+
+    owner = engine.PART_OF
+
+    def __init__(self, field_manager=FIELD_MANAGER):
+        self.field_manager = field_manager
+
+
+def differs(desired, current):
+    """True when applying desired would change current (labels/annotations we set, content)."""
+    return current is None or bool(MonitoringStrategy().compare(desired, current)[0])
 
 
 def _key(obj):
@@ -20,32 +36,8 @@ def _key(obj):
     return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
 
 
-def differs(desired, current):
-    """True when applying desired would change current (labels/annotations we set, content)."""
-    if current is None:
-        return True
-    for part in ("labels", "annotations"):
-        want = (desired["metadata"].get(part) or {})
-        have = (current["metadata"].get(part) or {})
-        if any(have.get(k) != v for k, v in want.items()):
-            return True
-    return any(desired.get(k) != current.get(k) for k in CONTENT_KEYS if k in desired)
-
-
-def _view(obj):
-    if obj is None:
-        return {}
-    meta = obj["metadata"]
-    out = {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                        "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}}
-    for k in CONTENT_KEYS:
-        if k in obj:
-            out[k] = obj[k]
-    return out
-
-
-def converge(kube, objects, check_mode=False, field_manager=FIELD_MANAGER):
-    """-> (changed, [{kind, name, namespace, action}], diffs). Validates all objects before any call."""
+def converge(kube, objects, check_mode=False, field_manager=FIELD_MANAGER, diff=True):
+    """-> the engine's result ({changed, objects, requests[, diff]}). Validates all objects before any call."""
     seen = set()
     for i, obj in enumerate(objects):
         if not isinstance(obj, dict) or None in _key(obj):
@@ -55,28 +47,5 @@ def converge(kube, objects, check_mode=False, field_manager=FIELD_MANAGER):
         if _key(obj) in seen:
             raise DomainError("objects[%d]: %s %s/%s is listed twice" % ((i,) + _key(obj)[1:]), index=i)
         seen.add(_key(obj))
-    groups = {}
-    for obj in objects:
-        groups.setdefault(_key(obj)[:3], []).append(obj)
-    results, diffs, changed = [], [], False
-    for (api_version, kind, namespace), wanted in groups.items():
-        items, _rv = kube.list(api_version, kind, namespace=namespace,
-                               label_selector="%s=%s" % (U.LABEL_PART_OF, U.PART_OF_VALUE))
-        current = dict((o["metadata"]["name"], o) for o in items)
-        for obj in wanted:
-            name = obj["metadata"]["name"]
-            have = current.get(name)
-            if have is None:
-                # a same-named object we did not label: read it, apply takes it over
-                have = kube.get(api_version, kind, name, namespace)
-            if not differs(obj, have):
-                results.append({"kind": kind, "name": name, "namespace": namespace, "action": "unchanged"})
-                continue
-            changed = True
-            action = "created" if have is None else "updated"
-            kube.apply(obj, field_manager, force=True, dry_run=check_mode)
-            results.append({"kind": kind, "name": name, "namespace": namespace, "action": action})
-            diffs.append({"before": _view(have), "after": _view(obj),
-                          "before_header": "%s %s/%s" % (kind, namespace, name),
-                          "after_header": "%s %s/%s" % (kind, namespace, name)})
-    return changed, results, diffs
+    return engine.converge(kube, objects, MonitoringStrategy(field_manager), check_mode=check_mode, diff=diff,
+                           get_missing=True)

@@ -1,26 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Converge the queue objects rendered by queues.render(): one LIST per kind, one write per change.
+"""Converge the queue objects rendered by queues.render() with the converge engine (core/converge.py).
 
-Every kind must be served (the backend's CRDs installed) before anything is
-written. An object is unchanged when everything we render is already there
-(the server adds defaults, e.g. KAI `priority`, Kueue `flavorFungibility`);
-a changed one is written with server-side apply under our field manager, so
-a key we stop rendering (a dropped borrowingLimit) is removed too.
+The queue rules plugged into it: every kind must be served (the backend's CRDs installed)
+before anything is written (or, allow_missing_kinds, reported as to be created); an object
+is unchanged when everything we render is already there (`contains`: the server adds
+defaults, e.g. KAI `priority`, Kueue `flavorFungibility`); a changed one is written with
+server-side apply under our field manager, so a key we stop rendering (a dropped
+borrowingLimit) is removed too; a quota lowered below what the queue uses is refused
+unless allowed; writes go one by one in the given order (parents before children).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import overrides
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import quantity
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import GPU_RESOURCE
 
 FIELD_MANAGER = "skaffon.gpu_platform.queues"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "skaffon.gpu_platform")
 BACKEND_HINT = {
     "kai": "install the KAI Scheduler first (roles/queues with queues_install: true installs the chart)",
     "kueue": "install Kueue first (roles/queues with queues_install: true installs the chart)",
@@ -41,31 +43,47 @@ def contains(have, want):
     return have == want
 
 
-def _labelled(obj):
-    obj = dict(obj)
-    meta = dict(obj.get("metadata") or {})
-    labels = dict(meta.get("labels") or {})
-    labels.setdefault(MANAGED_BY[0], MANAGED_BY[1])
-    meta["labels"] = labels
-    obj["metadata"] = meta
-    return obj
+class QueueStrategy(engine.Strategy):
+    """Subset compare, server-side apply under the queues' field manager, values a quota change
+    raised kept (and their record dropped once the inventory caught up)."""
 
+    field_manager = FIELD_MANAGER
+    honour_overrides = True
 
-def _key(obj):
-    meta = obj["metadata"]
-    return (meta.get("namespace"), meta["name"])
+    def compare(self, desired, live):
+        writes, fields = [], []
+        if overrides.entries(live) and not overrides.entries(desired):
+            # the inventory caught up with every value a quota change raised: drop the record
+            # (a merge patch: the quota job wrote it, so server-side apply would leave it)
+            writes.append(("patch", {"metadata": {"annotations": {overrides.ANNOTATION: None}}}))
+            fields.append("metadata.annotations")
+        meta = desired["metadata"]
+        owned_meta = {"labels": meta["labels"]}
+        if meta.get("annotations"):
+            owned_meta["annotations"] = meta["annotations"]
+        if not contains(live, {"metadata": owned_meta, "spec": desired.get("spec", {})}):
+            writes.append(("apply",))
+            fields += [f for f in ("metadata", "spec") if not contains(
+                live.get(f), owned_meta if f == "metadata" else desired.get("spec", {}))]
+        return writes, fields
 
+    def view(self, obj, desired=None):
+        """What a diff shows: the fields we manage."""
+        if obj is None:
+            return {}
+        meta = obj.get("metadata") or {}
+        out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+               "metadata": dict((k, meta[k]) for k in ("name", "namespace", "labels") if k in meta)}
+        if "spec" in obj:
+            out["spec"] = obj["spec"]
+        return out
 
-def _view(obj):
-    """What a diff shows: the fields we manage."""
-    if obj is None:
-        return {}
-    meta = obj.get("metadata") or {}
-    out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-           "metadata": dict((k, meta[k]) for k in ("name", "namespace", "labels") if k in meta)}
-    if "spec" in obj:
-        out["spec"] = obj["spec"]
-    return out
+    def after(self, change):
+        return change.response or change.desired    # the server's answer shows its defaults too
+
+    def skip_error(self, change, err, dry_run):
+        # check mode before the team namespace exists (the tenants role creates it): report only
+        return dry_run and err.status == 404 and bool(change.obj["metadata"].get("namespace"))
 
 
 def _num(value):
@@ -114,87 +132,51 @@ def quota_decreases(have, want):
     return out
 
 
-def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False, allow_quota_decrease=False):
-    desired = [_labelled(o) for o in objects]
-    kinds = []
-    for o in desired:
-        k = (o["apiVersion"], o["kind"])
-        if k not in kinds:
-            kinds.append(k)
-    missing = [k for k in kinds if not kube.served(*k)]
+def refuse_decreases(changes):
+    lowered = []
+    for change in changes:
+        if change.live is None or change.desired is None:
+            continue
+        for what, new, used in quota_decreases(change.live, change.desired):
+            lowered.append("%s %s: %s %s is below the %s in use" % (
+                change.desired["kind"], change.desired["metadata"]["name"], what, new, _fmt(used)))
+    if lowered:
+        raise DomainError(
+            "queues_allow_quota_decrease: quota lowered below current use (%s): neither KAI nor Kueue evicts "
+            "running work, so the queue would stay over its quota; drain the work first, or set "
+            "queues_allow_quota_decrease: true to lower it anyway" % "; ".join(lowered), lowered=lowered)
+
+
+def converge(kube, backend, objects, check_mode=False, allow_missing_kinds=False, allow_quota_decrease=False,
+             diff=True):
+    """-> the engine's result plus `overrides` (notes on values a quota change raised)."""
+    desired = [engine.with_label(o, engine.MANAGED_BY) for o in objects]
+    run = engine.Converge(kube, QueueStrategy(), check_mode=check_mode, diff=diff, workers=1)
+    kinds = engine.scopes_of(desired, namespaced=False)
+    missing = [s for s in kinds if not run.kube.served(s.api_version, s.kind)]
+    later = []
     if missing and allow_missing_kinds:
         # check mode before the chart is installed: everything of those kinds would be created
-        later = [o for o in desired if (o["apiVersion"], o["kind"]) in missing]
-        results = [{"kind": o["kind"], "name": o["metadata"]["name"], "action": "create"} for o in later]
-        diffs = [{"before": {}, "after": _view(o)} for o in later]
-        desired = [o for o in desired if (o["apiVersion"], o["kind"]) not in missing]
-        kinds = [k for k in kinds if k not in missing]
+        unserved = [(s.api_version, s.kind) for s in missing]
+        later = [engine.Change(engine.CREATED, o) for o in desired if (o["apiVersion"], o["kind"]) in unserved]
+        for change in later:
+            change.done = True      # reported, never written
+        desired = [o for o in desired if (o["apiVersion"], o["kind"]) not in unserved]
+        kinds = [s for s in kinds if s not in missing]
         missing = []
-    else:
-        results, diffs = [], []
     if missing:
         raise DomainError(
             "tenants_queue_backend: %s is chosen but the cluster does not serve %s: %s" % (
-                backend, ", ".join("%s %s" % (k[1], k[0]) for k in missing),
+                backend, ", ".join("%s %s" % (s.kind, s.api_version) for s in missing),
                 BACKEND_HINT.get(backend, "install the backend first")),
-            missing=["%s/%s" % k for k in missing])
-    existing = {}
-    for api, kind in kinds:
-        items, _rv = kube.list(api, kind)
-        existing[(api, kind)] = dict((_key(i), i) for i in items)
-    kept = []
-    # values a quota change raised stay until the inventory catches up (overrides.py)
-    honoured = []
-    for o in desired:
-        have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
-        if have is not None:
-            o, notes = overrides.honour(o, have)
-            kept.extend(notes)
-        honoured.append(o)
-    desired = honoured
+            missing=["%s/%s" % (s.api_version, s.kind) for s in missing])
+    changes = run.plan(desired, run.read(kinds))
     if not allow_quota_decrease:
-        lowered = []
-        for o in desired:
-            have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
-            for what, new, used in quota_decreases(have or {}, o) if have else ():
-                lowered.append("%s %s: %s %s is below the %s in use" % (
-                    o["kind"], o["metadata"]["name"], what, new, _fmt(used)))
-        if lowered:
-            raise DomainError(
-                "queues_allow_quota_decrease: quota lowered below current use (%s): neither KAI nor Kueue evicts "
-                "running work, so the queue would stay over its quota; drain the work first, or set "
-                "queues_allow_quota_decrease: true to lower it anyway" % "; ".join(lowered), lowered=lowered)
-    for o in desired:
-        have = existing[(o["apiVersion"], o["kind"])].get(_key(o))
-        meta = o["metadata"]
-        row = {"kind": o["kind"], "name": meta["name"]}
-        if meta.get("namespace"):
-            row["namespace"] = meta["namespace"]
-        owned_meta = {"labels": meta["labels"]}
-        if meta.get("annotations"):
-            owned_meta["annotations"] = meta["annotations"]
-        if have is not None and overrides.entries(have) and not overrides.entries(o):
-            # the inventory caught up with every value a quota change raised: drop the record
-            # (a merge patch: the quota job wrote it, so server-side apply would leave it)
-            kube.patch(o["apiVersion"], o["kind"], meta["name"], {"metadata": {"annotations": {
-                overrides.ANNOTATION: None}}}, namespace=meta.get("namespace"), dry_run=check_mode)
-            results.append({"kind": o["kind"], "name": meta["name"], "action": "update"})
-        if have is not None and contains(have, {"metadata": owned_meta, "spec": o.get("spec", {})}):
-            row["action"] = "unchanged"
-            results.append(row)
-            continue
-        row["action"] = "create" if have is None else "update"
-        try:
-            after = kube.apply(o, FIELD_MANAGER, force=True, dry_run=check_mode)
-        except ApiError as err:
-            # check mode before the team namespace exists (the tenants role creates it): report only
-            if not (check_mode and err.status == 404 and o["metadata"].get("namespace")):
-                raise
-            after = o
-        diffs.append({"before": _view(have), "after": _view(after or o)})
-        results.append(row)
-    changed = any(r["action"] != "unchanged" for r in results)
-    return {"changed": changed, "objects": results, "diff": diffs, "overrides": kept}
+        refuse_decreases(changes)
+    run.apply(changes, fail_fast=True)
+    result = run.result(later + changes)
+    result["overrides"] = run.overrides
+    return result
 
 
 def _fmt(v):

@@ -7,8 +7,9 @@ Body of the quota_change module (the AWX quota job template). Order of work:
 validate the request (types exactly as the AWX survey sends them) -> read the team's
 namespace, ResourceQuota, the other teams' quotas and the capacity -> refuse what must
 not happen -> plan the writes (queue parents raised before children, lowered after) ->
-apply them one by one; when a write fails, undo the ones already done, newest first,
-and say what was restored. Same value again: no write (changed=false).
+apply them one by one (merge patches through the converge engine, core/converge.py); when a
+write fails, undo the ones already done, newest first, and say what was restored. Same value
+again: no write (changed=false). The result has the engine's objects and requests.
 
 The record: annotations on the ResourceQuota (last change and a short history), and
 an override annotation that the tenants role honours (it keeps the raised value until
@@ -21,11 +22,13 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import overrides
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import QuantityError, parse_quantity
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.quota.queues import Step
 
 RECORD_ANNOTATION = "gpu-platform.skaffon.io/quota-change"
 HISTORY_ANNOTATION = "gpu-platform.skaffon.io/quota-history"
@@ -72,22 +75,31 @@ def check_request(team, resource, value, ticket):
     return str(value)
 
 
+class QuotaStrategy(engine.Strategy):
+    """A quota change writes merge patches in its own order; check mode plans and sends nothing."""
+
+    check_mode = engine.NO_WRITE
+
+
 class QuotaChange(object):
-    """`queue` is a queue adapter (quota_queues.py) or None for tenants_queue_backend none."""
+    """`queue` is a queue adapter (quota/queues.py) or None for tenants_queue_backend none."""
 
     def __init__(self, kube, params, check_mode=False, now=None, queue=None):
-        self.kube = kube
+        self.engine = engine.Converge(kube, QuotaStrategy(), check_mode=check_mode, workers=1)
+        self.kube = self.engine.kube      # counts every request (result "requests")
+        if queue is not None:
+            queue.kube = self.kube        # the queue's reads are counted too
         self.params = params
         self.check_mode = check_mode
         self.now = now
         self.queue = queue
-        self.done = []       # (description, undo) of the writes that succeeded
-        self.writes = []
+        self.done = []       # the steps whose write succeeded
+        self.changes = []    # the engine's Change of every write made (or planned, in check mode)
 
     # -- reads ---------------------------------------------------------------------------
     def read(self, team, resource):
         ns = self.kube.get("v1", "Namespace", team)
-        if ns is None or (ns["metadata"].get("labels") or {}).get(upstream.LABEL_MANAGED_BY) != tenants.MANAGED_BY:
+        if ns is None or not engine.carries(ns, engine.MANAGED_BY):
             raise DomainError("quota_team %s is not a team of this platform: %s. Teams are created by "
                               "playbooks/tenants.yml from tenants_list" % (
                                   team, "no namespace %s" % team if ns is None else
@@ -112,8 +124,7 @@ class QuotaChange(object):
 
     def others(self, team, resource):
         """Sum of the other teams' quota on this key (one LIST of our ResourceQuotas)."""
-        items = self.kube.list("v1", "ResourceQuota", label_selector="%s=%s" % (
-            upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY))[0]
+        items = self.kube.list("v1", "ResourceQuota", label_selector=engine.selector(engine.MANAGED_BY))[0]
         total = 0
         for item in items:
             if item["metadata"].get("namespace") == team:
@@ -139,7 +150,7 @@ class QuotaChange(object):
         if old is not None and parse_quantity(old) == parse_quantity(wanted) and \
                 (self.queue is None or not self.queue.differs(team, resource, wanted)):
             result["msg"] = "%s of %s is already %s: nothing to change" % (resource, team, wanted)
-            return result
+            return self.result(result, [engine.Change(engine.UNCHANGED, None, self.quota_target(team))])
         new_q, used_q = parse_quantity(wanted), parse_quantity(used)
         if new_q < used_q and not force:
             raise DomainError(
@@ -162,18 +173,27 @@ class QuotaChange(object):
         record = self.record(quota, resource, old, wanted, used)
         current = quota["metadata"].get("annotations") or {}
         previous = dict((key, current.get(key)) for key in record)  # None deletes on undo (merge patch)
-        quota_step = ("ResourceQuota %s/%s %s: %s -> %s" % (team, tenants.QUOTA_NAME, resource, old, wanted),
-                      lambda: self.patch_quota(team, resource, wanted, record),
-                      lambda: self.patch_quota(team, resource, old, previous))
+        quota_step = Step("ResourceQuota %s/%s %s: %s -> %s" % (team, tenants.QUOTA_NAME, resource, old, wanted),
+                          self.quota_target(team), self.quota_patch(resource, wanted, record),
+                          self.quota_patch(resource, old, previous))
         # the ResourceQuota is innermost: after the queues when raising, before them when lowering
         ordered = steps + [quota_step] if raising else [quota_step] + steps
         result.update(changed=True, queue=[s[0] for s in steps], record=record,
                       plan=[s[0] for s in ordered])
         if self.check_mode:
             result["msg"] = "check mode: would apply %s" % "; ".join(s[0] for s in ordered)
-            return result
+            planned = [engine.Change(engine.UPDATED, None, s.target, [("patch", s.patch)]) for s in ordered]
+            for change in planned:
+                change.done = True
+            return self.result(result, planned)
         self.apply(ordered)
         result["msg"] = "applied %s" % "; ".join(s[0] for s in ordered)
+        return self.result(result, self.changes)
+
+    def result(self, result, changes):
+        """The quota result with the engine's objects ({kind, name, namespace, action}) and requests."""
+        shape = self.engine.result(changes)
+        result.update(objects=shape["objects"], requests=shape["requests"])
         return result
 
     def record(self, quota, resource, old, new, used):
@@ -190,16 +210,22 @@ class QuotaChange(object):
                 HISTORY_ANNOTATION: json.dumps(history, sort_keys=True),
                 overrides.ANNOTATION: overrides.record(quota, ["spec", "hard", resource], new, p["ticket"], self.now)}
 
-    def patch_quota(self, team, resource, value, annotations):
+    @staticmethod
+    def quota_target(team):
+        return engine.target("v1", "ResourceQuota", tenants.QUOTA_NAME, team)
+
+    @staticmethod
+    def quota_patch(resource, value, annotations):
         patch = {"spec": {"hard": {resource: value}}}
         if annotations is not None:
             patch["metadata"] = {"annotations": annotations}
-        self.kube.patch("v1", "ResourceQuota", tenants.QUOTA_NAME, patch, namespace=team)
+        return patch
 
     def apply(self, steps):
-        for description, do, undo in steps:
+        for step in steps:
+            description = step.description
             try:
-                do()
+                self.changes.append(self.engine.update(step.target, step.patch))
             except ApiError as err:
                 restored, lost = self.undo()
                 raise DomainError(
@@ -209,15 +235,15 @@ class QuotaChange(object):
                         ("NOT restored (fix by hand): %s" % "; ".join(lost)) if lost else
                         "The cluster is as before; run the job again once the cause is fixed"),
                     failed_step=description, restored=restored, not_restored=lost, api_error=err.to_dict())
-            self.done.append((description, undo))
+            self.done.append(step)
 
     def undo(self):
         restored, lost = [], []
         while self.done:
-            description, undo = self.done.pop()
+            step = self.done.pop()
             try:
-                undo()
-                restored.append(description)
+                self.engine.update(step.target, step.undo)
+                restored.append(step.description)
             except ApiError as err:
-                lost.append("%s (%s)" % (description, err))
+                lost.append("%s (%s)" % (step.description, err))
         return restored, lost

@@ -4,7 +4,8 @@
 """The queue side of a quota change, per backend (KAI Queue, Kueue ClusterQueue).
 
 An adapter answers differs(team, resource, value) and plan(team, resource, old, new, raising)
--> [(description, do, undo)] already in the order they must run: raising, the parents first
+-> [Step(description, target, patch, undo)] (merge patches the converge engine writes) already
+in the order they must run: raising, the parents first
 (a KAI department whose quota would fall below its children's sum is raised to it); lowering,
 the child first, then the parents that were sized to their children. quota_change puts the
 ResourceQuota innermost: after the queues when raising, before them when lowering.
@@ -16,7 +17,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+from collections import namedtuple
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import overrides
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
@@ -26,6 +29,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.object
 
 KAI_RESOURCE = {"nvidia.com/gpu": "gpu", "cpu": "cpu", "memory": "memory"}
 UNLIMITED = upstream.KAI_UNLIMITED
+# One write of a quota change: a merge patch of target, and the merge patch that undoes it.
+Step = namedtuple("Step", "description target patch undo")
 
 
 def _annotate(patch, obj, path, value, ticket, at):
@@ -79,9 +84,7 @@ class KaiQueues(object):
         undo.update(_old_annotation(queue))
         limit = (" (limit %s -> %s)" % (old_limit, fields["limit"])) if "limit" in fields else ""
         desc = "KAI Queue %s %s quota %s -> %s%s%s" % (name, res, old_quota, quota, limit, why)
-        return (desc,
-                lambda: self.kube.patch(upstream.KAI_QUEUE_API_VERSION, "Queue", name, patch),
-                lambda: self.kube.patch(upstream.KAI_QUEUE_API_VERSION, "Queue", name, undo))
+        return Step(desc, engine.target(upstream.KAI_QUEUE_API_VERSION, "Queue", name), patch, undo)
 
     def plan(self, team, resource, old, new, raising):
         res = self._res(resource)
@@ -170,9 +173,7 @@ class KueueQueues(object):
         undo.update(_old_annotation(cq))
         desc = "Kueue ClusterQueue %s flavor %s %s nominalQuota %s -> %s" % (
             team, flavor, name, row.get("nominalQuota"), want)
-        return [(desc,
-                 lambda: self.kube.patch(upstream.KUEUE_API_VERSION, "ClusterQueue", team, patch),
-                 lambda: self.kube.patch(upstream.KUEUE_API_VERSION, "ClusterQueue", team, undo))]
+        return [Step(desc, engine.target(upstream.KUEUE_API_VERSION, "ClusterQueue", team), patch, undo)]
 
 
 def adapter(backend, kube, ticket=None, at=None, flavor=None):

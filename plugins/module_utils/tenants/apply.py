@@ -3,12 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Converge every team's objects in one pass: the body of the tenants_apply module.
 
-Reads: one LIST per kind (Namespaces unfiltered, so that a namespace someone else owns is
-refused before anything is written; the other kinds by the managed-by label), plus the
-nodes and the mig-parted ConfigMap only when a quota needs them. Writes: one request per
-object that differs (create, JSON merge patch, delete), in parallel within a bound.
+Runs on the converge engine (core/converge.py). Reads: one LIST per kind (Namespaces
+unfiltered, so that a namespace someone else owns is refused before anything is written;
+the other kinds by the managed-by label), plus the nodes and the mig-parted ConfigMap only
+when a quota needs them. Writes: one request per object that differs (create, JSON merge
+patch of what we own, delete), in parallel within a bound; check mode writes nothing.
 Nothing is written before every team validated; nothing without our managed-by label is
-changed or deleted.
+changed or deleted. The tenants rules plugged into the engine: TenantsStrategy (compare
+by owned fields, merge patch, roleRef change = delete and create), which objects of a
+listed team are pruned, and the namespaces of teams no longer listed (prune/force).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,10 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import overrides
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
@@ -29,7 +30,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity
     parse_quantity,
 )
 
-SELECTOR = "%s=%s" % (upstream.LABEL_MANAGED_BY, tenants.MANAGED_BY)
+SELECTOR = engine.selector(engine.MANAGED_BY)
 
 
 # ---------------------------------------------------------------------------
@@ -172,30 +173,45 @@ def diff_view(obj, desired=None):
     return view
 
 
-def ref(obj):
-    meta = obj["metadata"]
-    if meta.get("namespace"):
-        return "%s %s/%s" % (obj["kind"], meta["namespace"], meta["name"])
-    return "%s %s" % (obj["kind"], meta["name"])
-
-
-def _key(obj):
-    meta = obj["metadata"]
-    return (obj["kind"], meta.get("namespace"), meta["name"])
-
-
 # ---------------------------------------------------------------------------
 # the run
 # ---------------------------------------------------------------------------
 
+class TenantsStrategy(engine.Strategy):
+    """Compare what we own (quantities as numbers, server defaults ignored), write a merge
+    patch of it; create by POST; check mode computes locally and sends nothing."""
+
+    create = "create"
+    check_mode = engine.NO_WRITE
+    honour_overrides = True
+
+    def compare(self, desired, live):
+        patch, fields, replace = plan_update(desired, live)
+        if replace:
+            return [("delete",), ("create",)], fields
+        return ([("patch", patch)] if patch else []), fields
+
+    def view(self, obj, desired=None):
+        return diff_view(obj, desired)
+
+
+def team_of(obj):
+    meta = obj["metadata"]
+    if obj["kind"] == "Namespace":
+        return meta["name"]
+    # a cluster-scoped object of a team (its admission policies) names it by label
+    return meta.get("namespace") or (meta.get("labels") or {}).get(tenants.TEAM_LABEL)
+
+
 class TenantsApply(object):
     def __init__(self, kube, params, check_mode=False, diff=False, log=None):
-        self.kube = kube
         self.params = params
         self.check_mode = check_mode
         self.want_diff = diff
         self.log = log or (lambda msg: None)
-        self.workers = max(1, int(params.get("parallel") or 8))
+        self.engine = engine.Converge(kube, TenantsStrategy(), check_mode=check_mode, diff=diff,
+                                      workers=max(1, int(params.get("parallel") or 8)))
+        self.kube = self.engine.kube      # counts every request (result "requests")
         self.settings = tenants.default_settings(
             operator_namespace=params.get("operator_namespace"),
             reserved_namespaces=params.get("reserved_namespaces"),
@@ -208,13 +224,11 @@ class TenantsApply(object):
             allowed_registries=params.get("allowed_registries"),
             gpu_access_policy=params.get("gpu_access_policy"),
         )
-        self.requests = {}
-        self.overrides = []   # values a quota change raised that the inventory has not caught up with
-        self._lock = threading.Lock()
 
-    def _count(self, verb):
-        with self._lock:
-            self.requests[verb] = self.requests.get(verb, 0) + 1
+    @property
+    def overrides(self):
+        """Values a quota change raised that the inventory has not caught up with."""
+        return self.engine.overrides
 
     # -- what only the cluster knows -------------------------------------------------
     def cluster_facts(self, teams):
@@ -223,7 +237,6 @@ class TenantsApply(object):
             facts["gpus"] = int(self.params["cluster_gpus"])
         elif tenants.needs_gpu_count(teams) and not self.settings["allow_overcommit"]:
             nodes, dummy = self.kube.list("v1", "Node")
-            self._count("LIST")
             total = 0
             for node in nodes:
                 value = ((node.get("status") or {}).get("allocatable") or {}).get(upstream.GPU_RESOURCE, 0)
@@ -247,7 +260,6 @@ class TenantsApply(object):
                 source = config.source
             else:
                 cm = self.kube.get("v1", "ConfigMap", upstream.DEFAULT_MIG_CONFIGMAP, namespace)
-                self._count("GET")
                 if cm is None:
                     return {"mig_resources": None, "mig_source": source + " (not found)"}
                 config = MigPartedConfig.from_configmap(cm)
@@ -257,23 +269,16 @@ class TenantsApply(object):
 
     # -- reads --------------------------------------------------------------------------
     def read_live(self):
-        live = {}
-        for kind, api_version in tenants.KINDS:
-            selector = None if kind == "Namespace" else SELECTOR
-            items, dummy = self.kube.list(api_version, kind, label_selector=selector)
-            self._count("LIST")
-            for item in items:
-                item.setdefault("kind", kind)
-                item.setdefault("apiVersion", api_version)
-                live[_key(item)] = item
-        return live
+        return self.engine.read([engine.Scope(api_version, kind, None, None if kind == "Namespace" else SELECTOR)
+                                 for kind, api_version in tenants.KINDS])
 
     @staticmethod
     def managed(obj):
-        return ((obj.get("metadata") or {}).get("labels") or {}).get(upstream.LABEL_MANAGED_BY) == tenants.MANAGED_BY
+        return engine.carries(obj, engine.MANAGED_BY)
 
     # -- the plan ---------------------------------------------------------------------
     def plan(self, teams, live):
+        """([Change] of the listed teams, {team: Namespace} of managed teams no longer listed)."""
         desired = tenants.render_all(teams, self.settings)
         names = set(t["name"] for t in teams)
         problems = []
@@ -290,84 +295,17 @@ class TenantsApply(object):
         if problems:
             raise DomainError("tenants_list: %d problem(s), nothing was changed:\n- %s"
                               % (len(problems), "\n- ".join(problems)), problems=problems)
-        actions = []                                    # (action, desired, live, patch, fields)
-        wanted = set()
-        for obj in desired:
-            key = _key(obj)
-            wanted.add(key)
-            current = live.get(key)
-            if current is None:
-                actions.append(("create", obj, None, None, []))
-                continue
-            obj, notes = overrides.honour(obj, current)
-            self.overrides.extend(notes)
-            patch, fields, replace = plan_update(obj, current)
-            if replace:
-                actions.append(("replace", obj, current, None, fields))
-            elif patch:
-                actions.append(("update", obj, current, patch, fields))
-            else:
-                actions.append(("unchanged", obj, current, None, []))
-        orphans = {}
-        for key, obj in sorted(live.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])):
-            if key in wanted or not self.managed(obj):
-                continue
-            team = obj["metadata"]["name"] if key[0] == "Namespace" else key[1]
-            if team is None:        # a cluster-scoped object of a team (its admission policies)
-                team = ((obj["metadata"].get("labels") or {}).get(tenants.TEAM_LABEL))
-            if team in names:
-                actions.append(("delete", None, obj, None, []))     # no longer rendered for a listed team
-            elif key[0] == "Namespace":
-                orphans[team] = obj
-        return actions, orphans
+        # an object no longer rendered for a listed team is deleted; a team no longer listed
+        # keeps everything until its namespace is pruned (below)
+        changes = self.engine.plan(desired, live, prunable=lambda obj: team_of(obj) in names)
+        orphans = dict((k[2], obj) for k, obj in live.items()
+                       if k[0] == "Namespace" and k[2] not in names and self.managed(obj))
+        return changes, orphans
 
-    # -- writes -----------------------------------------------------------------------
-    def _write(self, action, desired, current, patch):
-        if action == "create":
-            self._count("CREATE")
-            self.kube.create(desired)
-        elif action == "update":
-            meta = desired["metadata"]
-            self._count("PATCH")
-            self.kube.patch(desired["apiVersion"], desired["kind"], meta["name"], patch,
-                            namespace=meta.get("namespace"))
-        elif action == "replace":
-            meta = desired["metadata"]
-            self._count("DELETE")
-            self.kube.delete(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
-            self._count("CREATE")
-            self.kube.create(desired)
-        elif action == "delete":
-            meta = current["metadata"]
-            self._count("DELETE")
-            self.kube.delete(current["apiVersion"], current["kind"], meta["name"], meta.get("namespace"))
-
-    def _run_batch(self, batch, errors, failed_namespaces):
-        def one(item):
-            action, desired, current, patch = item[:4]
-            obj = desired or current
-            if obj["metadata"].get("namespace") in failed_namespaces:
-                return item, "skipped: its namespace could not be written"
-            try:
-                self._write(action, desired, current, patch)
-                return item, None
-            except ApiError as exc:
-                return item, str(exc)
-        if not batch:
-            return []
-        done = []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(batch))) as pool:
-            for item, error in pool.map(one, batch):
-                if error:
-                    errors.append("%s: %s" % (ref(item[1] or item[2]), error))
-                    if item[0] != "delete" and (item[1] or item[2])["kind"] == "Namespace":
-                        failed_namespaces.add((item[1] or item[2])["metadata"]["name"])
-                else:
-                    done.append(item)
-        return done
-
+    # -- the namespaces of teams no longer listed ----------------------------------------
     def prune(self, orphans, errors):
-        report = []
+        """(report, [Change] of the namespaces deleted or that would be)."""
+        report, deleted = [], []
         for team in sorted(orphans):
             ns = orphans[team]
             entry = {"team": team, "namespace": team}
@@ -381,7 +319,6 @@ class TenantsApply(object):
                 report.append(entry)
                 continue
             pods, dummy = self.kube.list("v1", "Pod", namespace=team)
-            self._count("LIST")
             active = sorted(p["metadata"]["name"] for p in pods
                             if (p.get("status") or {}).get("phase") not in upstream.POD_DONE_PHASES)
             entry["pods"] = active
@@ -391,18 +328,21 @@ class TenantsApply(object):
                                    % (len(active), ", ".join(active[:5]) + (", ..." if len(active) > 5 else "")))
                 report.append(entry)
                 continue
+            change = engine.Change(engine.DELETED, None, ns, [("delete",)])
             if self.check_mode:
                 entry["action"] = "would_delete"
+                change.done = True
             else:
                 try:
-                    self._count("DELETE")
-                    self.kube.delete("v1", "Namespace", team)
+                    self.engine.write(change)
+                    change.done = True
                     entry["action"] = "deleted"
                 except ApiError as exc:
                     entry["action"] = "failed"
                     errors.append("Namespace %s: %s" % (team, exc))
+            deleted.append(change)
             report.append(entry)
-        return report
+        return report, deleted
 
     def run(self):
         teams = self.params.get("tenants") or []
@@ -412,46 +352,30 @@ class TenantsApply(object):
         if problems:
             raise DomainError("tenants_list: %d problem(s), nothing was changed:\n- %s"
                               % (len(problems), "\n- ".join(problems)), problems=problems)
-        live = self.read_live()
-        actions, orphans = self.plan(teams, live)
-        errors = []
-        done = [a for a in actions if a[0] == "unchanged"]
-        pending = [a for a in actions if a[0] != "unchanged"]
-        if self.check_mode:
-            done = actions
-        else:
-            failed = set()
-            namespaces = [a for a in pending if a[0] != "delete" and a[1]["kind"] == "Namespace"]
-            rest = [a for a in pending if a[0] != "delete" and a[1]["kind"] != "Namespace"]
-            deletes = [a for a in pending if a[0] == "delete"]
-            for batch in (namespaces, rest, deletes):
-                done += self._run_batch(batch, errors, failed)
-        pruned = self.prune(orphans, errors)
-        return self.result(teams, done, pruned, errors)
+        changes, orphans = self.plan(teams, self.read_live())
+        errors = self.engine.apply(changes)
+        pruned, deleted = self.prune(orphans, errors)
+        return self.result(teams, changes, pruned, deleted, errors)
 
-    def result(self, teams, done, pruned, errors):
-        summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}) for kind, dummy in tenants.KINDS)
-        changes, drift, diffs = [], [], []
-        word = {"create": "created", "update": "updated", "replace": "updated", "delete": "deleted",
-                "unchanged": "unchanged"}
-        for action, desired, current, dummy, fields in done:
-            obj = desired or current
-            summary[obj["kind"]][word[action]] += 1
-            if action == "unchanged":
+    def result(self, teams, changes, pruned, deleted, errors):
+        """The engine's result (changed, objects, requests, diff) and the tenants' views of it:
+        summary per kind, changes, drift, orphans, teams, overrides."""
+        summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0})
+                       for kind, dummy in tenants.KINDS)
+        out, drift = [], []
+        for change in changes:
+            if not change.done:
                 continue
-            changes.append({"action": word[action], "object": ref(obj)})
-            if action in ("update", "replace"):
-                drift.append({"object": ref(obj), "fields": fields})
-            if self.want_diff:
-                diffs.append({"before_header": ref(obj), "after_header": ref(obj),
-                              "before": diff_view(current, desired), "after": diff_view(desired)})
+            summary[change.obj["kind"]][change.action] += 1
+            if change.action == engine.UNCHANGED:
+                continue
+            out.append({"action": change.action, "object": engine.ref(change.obj)})
+            if change.action == engine.UPDATED:
+                drift.append({"object": engine.ref(change.obj), "fields": change.fields})
         summary["Namespace"]["pruned"] = sum(1 for p in pruned if p["action"] in ("deleted", "would_delete"))
-        changed = bool(changes) or summary["Namespace"]["pruned"] > 0
-        result = {"changed": changed, "summary": summary, "changes": changes, "drift": drift,
-                  "orphans": pruned, "teams": [t["name"] for t in teams], "requests": dict(self.requests),
-                  "overrides": list(self.overrides)}
-        if self.want_diff:
-            result["diff"] = diffs
+        result = self.engine.result(changes + deleted)
+        result.update(summary=summary, changes=out, drift=drift, orphans=pruned, teams=[t["name"] for t in teams],
+                      overrides=list(self.overrides))
         if errors:
             raise DomainError("%d write(s) failed; what succeeded stays and a re-run completes the rest:\n- %s"
                               % (len(errors), "\n- ".join(errors[:20]) + ("\n- ..." if len(errors) > 20 else "")),

@@ -25,7 +25,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants impor
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import QuantityError, parse_quantity
 
-MANAGED_BY = "skaffon.gpu_platform"
+MANAGED_BY = upstream.MANAGED_BY   # the value of upstream.LABEL_MANAGED_BY on every team object
 TEAM_LABEL = "gpu-platform.skaffon.io/team"
 DESCRIPTION_ANNOTATION = "gpu-platform.skaffon.io/description"
 # Label and annotation keys we set, so that keys dropped from the inventory are removed

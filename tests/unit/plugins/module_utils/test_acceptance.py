@@ -9,31 +9,13 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance im
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.report import junit, markdown
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
 
 
-class FakeKube:
-    def __init__(self, objects=None, fail_create=None):
-        self.objects = objects or {}
-        self.deleted = []
-        self.fail_create = fail_create
-
-    def get(self, api_version, kind, name, namespace=None):
-        return self.objects.get((kind, name))
-
-    def list(self, api_version, kind, namespace=None, **kw):
-        return [o for (k, _name), o in sorted(self.objects.items()) if k == kind], "1"
-
-    @staticmethod
-    def served(api_version, kind):
-        return False
-
-    def create(self, body, dry_run=False):
-        if self.fail_create:
-            raise self.fail_create
-        return body
-
-    def delete(self, api_version, kind, name, namespace=None, **kw):
-        self.deleted.append((kind, name))
+def cluster(*objects, **kw):
+    """A FakeKube that serves no custom kind (no CRD installed), as the checks below expect."""
+    kw.setdefault("served", False)
+    return FakeKube(objects, **kw)
 
 
 def ctx(kube, **params):
@@ -44,7 +26,8 @@ def ctx(kube, **params):
 
 
 def node(name, allocatable, **labels):
-    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": allocatable}}
 
 
 def test_unknown_check_id_is_refused_with_the_list():
@@ -54,16 +37,15 @@ def test_unknown_check_id_is_refused_with_the_list():
 
 
 def test_results_come_in_protocol_order_and_api_errors_are_fails():
-    kube = FakeKube()
-    kube.get = lambda *a, **k: (x for x in ()).throw(ApiError("GET", "Node", "gpu-1", status=403, message="no"))
+    kube = cluster(fail={("GET", "Node", "gpu-1"): ApiError("GET", "Node", "gpu-1", status=403, message="no")})
     results = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-1"}]), ["runbooks", "gpus-visible"])
     assert [r.id for r in results] == ["gpus-visible", "runbooks"]
     assert results[0].status == acceptance.FAIL and "HTTP 403" in results[0].summary
 
 
 def test_gpus_visible_compares_the_count_with_replicas():
-    kube = FakeKube({("Node", "gpu-l40s-1"): node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **{"nvidia.com/gpu.count": "4"}),
-                     ("Node", "gpu-a"): node("gpu-a", {"nvidia.com/gpu": "2"}, **{"nvidia.com/gpu.count": "4"})})
+    kube = cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **{"nvidia.com/gpu.count": "4"}),
+                   node("gpu-a", {"nvidia.com/gpu": "2"}, **{"nvidia.com/gpu.count": "4"}))
     ok = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-l40s-1", "mode": "time-slicing", "replicas": 4}]),
                         ["gpus-visible"])[0]
     assert ok.status == acceptance.PASS, ok.evidence
@@ -74,13 +56,14 @@ def test_gpus_visible_compares_the_count_with_replicas():
 
 
 def test_quota_check_needs_a_403_exceeded_quota():
-    quota = {"metadata": {"name": "gpu"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
-    refused = FakeKube({("ResourceQuota", "gpu"): quota}, fail_create=ApiError(
-        "CREATE", "Pod", "x", "team-a", status=403, message='pods "x" is forbidden: exceeded quota: gpu'))
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "team-a"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    refused = cluster(quota, fail={("CREATE", "Pod"): ApiError(
+        "CREATE", "Pod", "x", "team-a", status=403, message='pods "x" is forbidden: exceeded quota: gpu')})
     res = acceptance.run(ctx(refused, quota_team={"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}),
                          ["quota-enforced"])[0]
     assert res.status == acceptance.PASS and "asking nvidia.com/gpu: 9" in res.evidence[0]
-    admitted = FakeKube({("ResourceQuota", "gpu"): quota})
+    admitted = cluster(quota)
     res = acceptance.run(ctx(admitted, quota_team={"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}),
                          ["quota-enforced"])[0]
     assert res.status == acceptance.FAIL
@@ -95,14 +78,15 @@ def test_update_rehearsed_reads_the_helm_history():
     def secret(rev, desc):
         body = base64.b64encode(gzip.compress(json.dumps({"info": {"description": desc}, "chart": {
             "metadata": {"version": "v26.7.0"}}}).encode()))
-        return {"metadata": {"name": "sh.helm.release.v1.gpu-operator.v%d" % rev,
-                             "labels": {"owner": "helm", "name": "gpu-operator", "version": str(rev),
-                                        "status": "superseded"}},
+        labels = {"owner": "helm", "name": "gpu-operator", "version": str(rev), "status": "superseded"}
+        return {"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "sh.helm.release.v1.gpu-operator.v%d" % rev, "namespace": "gpu-operator",
+                             "labels": labels},
                 "data": {"release": base64.b64encode(body).decode()}}
-    kube = FakeKube({("Secret", "a"): secret(1, "Install complete"), ("Secret", "b"): secret(2, "Upgrade complete")})
+    kube = cluster(secret(1, "Install complete"), secret(2, "Upgrade complete"))
     res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
     assert res.status == "SKIP" and "not rehearsed yet: on record 1 upgrade(s), 0 rollback(s)" in res.summary
-    kube.objects[("Secret", "c")] = secret(3, "Rollback to 1")
+    kube.put(secret(3, "Rollback to 1"))
     res = acceptance.run(ctx(kube), ["update-rehearsed"])[0]
     assert res.status == "PASS", res.evidence
     assert "revision 3: superseded, chart v26.7.0 (Rollback to 1)" in res.evidence[2]
@@ -111,23 +95,23 @@ def test_update_rehearsed_reads_the_helm_history():
 def test_update_rehearsed_needs_an_upgrade_and_a_rollback():
     up = {"action": "upgrade", "result": "success", "from_version": "v26.3.3", "to_version": "v26.7.0"}
     down = {"action": "rollback", "result": "success", "from_version": "v26.7.0", "to_version": "v26.3.3"}
-    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up]), ["update-rehearsed"])[0].status == "SKIP"
+    assert acceptance.run(ctx(cluster(), upgrade_records=[up]), ["update-rehearsed"])[0].status == "SKIP"
     # no release at all is not a rehearsal to do later: the operator is missing
-    assert acceptance.run(ctx(FakeKube()), ["update-rehearsed"])[0].status == "FAIL"
-    assert acceptance.run(ctx(FakeKube(), upgrade_records=[up, down]), ["update-rehearsed"])[0].status == "PASS"
+    assert acceptance.run(ctx(cluster()), ["update-rehearsed"])[0].status == "FAIL"
+    assert acceptance.run(ctx(cluster(), upgrade_records=[up, down]), ["update-rehearsed"])[0].status == "PASS"
 
 
 def test_runbooks_check_reads_the_directory(tmp_path):
     for name in acceptance_checks.RUNBOOKS[:3]:
         (tmp_path / (name + ".md")).write_text("x")
-    res = acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path)), ["runbooks"])[0]
+    res = acceptance.run(ctx(cluster(), runbooks_dir=str(tmp_path)), ["runbooks"])[0]
     assert res.status == "FAIL" and "quota-increase" in res.summary
     (tmp_path / "quota-increase.md").write_text("x")
     links = {"GpuXidFatal": "docs/runbooks/node-failure.md", "GpuHot": ""}
-    res = acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path), alert_runbook_links=links), ["runbooks"])[0]
+    res = acceptance.run(ctx(cluster(), runbooks_dir=str(tmp_path), alert_runbook_links=links), ["runbooks"])[0]
     assert res.status == "FAIL" and "GpuHot" in res.evidence[-1]
     links["GpuHot"] = "https://git.example/docs/runbooks/driver-problem.md#hot"
-    assert acceptance.run(ctx(FakeKube(), runbooks_dir=str(tmp_path), alert_runbook_links=links),
+    assert acceptance.run(ctx(cluster(), runbooks_dir=str(tmp_path), alert_runbook_links=links),
                           ["runbooks"])[0].status == "PASS"
 
 
@@ -223,7 +207,7 @@ def test_kueue_shares_count_the_cohort_borrowing_and_lending():
 def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import KueueQuota, QueueProbe
     cqs = {"a": _cq("a", 2, borrowingLimit=2), "b": _cq("b", 2, borrowingLimit=2)}
-    probe = QueueProbe(ctx(FakeKube(), queue_backend="kueue"), None)
+    probe = QueueProbe(ctx(cluster(), queue_backend="kueue"), None)
     model = KueueQuota(cqs, "h100")
     queues = {"a": cqs["a"], "b": cqs["b"]}
     # ResourceQuota 4 each = all a may take: the blocker cannot sit beside the gang, so it goes to b
@@ -240,7 +224,7 @@ def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
 
 
 def test_missing_preconditions_skip_with_the_reason():
-    context = ctx(FakeKube(), teams=["team-a"], queue_teams=["team-a"], queue_backend="kueue")
+    context = ctx(cluster(), teams=["team-a"], queue_teams=["team-a"], queue_backend="kueue")
     ids = ["queues-fair", "monitoring-alert", "tenant-isolation", "cuda-test", "sharing-verified"]
     res = {r.id: r for r in acceptance.run(context, ids)}
     assert res["monitoring-alert"].status == "SKIP" and "acceptance_prometheus_url" in res["monitoring-alert"].summary
@@ -249,5 +233,5 @@ def test_missing_preconditions_skip_with_the_reason():
     assert res["cuda-test"].status == "SKIP" and "acceptance_gpu_hosts" in res["cuda-test"].summary
     assert res["sharing-verified"].status == "SKIP"
     # the teams have a queue: block but the cluster has none: a failure, with the fix
-    fail = acceptance.run(ctx(FakeKube(), teams=["team-a", "team-b"], queue_backend="kueue"), ["queues-fair"])[0]
+    fail = acceptance.run(ctx(cluster(), teams=["team-a", "team-b"], queue_backend="kueue"), ["queues-fair"])[0]
     assert fail.status == "FAIL" and "run playbooks/queues.yml" in fail.summary

@@ -16,6 +16,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply
     merge_diff,
     plan_update,
 )
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
 
 SETTINGS = tenants.default_settings()
 CLUSTER = {"gpus": 12, "mig_resources": {"nvidia.com/mig-1g.10gb"}, "mig_source": "ConfigMap gpu-operator/x"}
@@ -200,43 +201,6 @@ def test_merge_diff():
 
 # --- TenantsApply with a fake Kube (the order and number of requests) ------------------------------
 
-class FakeKube(object):
-    def __init__(self, objects=(), fail=()):
-        self.objects = dict(((o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]), o) for o in objects)
-        self.calls = []
-        self.fail = set(fail)           # (verb, kind, name)
-
-    def _check(self, verb, kind, name):
-        self.calls.append((verb, kind, name))
-        if (verb, kind, name) in self.fail:
-            from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
-            raise ApiError(verb, kind, name, status=500, reason="Internal Server Error", message="boom")
-
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
-        self.calls.append(("LIST", kind, label_selector))
-        items = [json.loads(json.dumps(o)) for k, o in self.objects.items() if k[0] == kind
-                 and (namespace is None or k[1] == namespace)]
-        if label_selector:
-            key, dummy, value = label_selector.partition("=")
-            items = [o for o in items if (o["metadata"].get("labels") or {}).get(key) == value]
-        return items, "1"
-
-    def get(self, api_version, kind, name, namespace=None):
-        self.calls.append(("GET", kind, name))
-        return None
-
-    def create(self, body, dry_run=False):
-        self._check("CREATE", body["kind"], body["metadata"]["name"])
-        self.objects[(body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])] = body
-
-    def patch(self, api_version, kind, name, patch, namespace=None, **kw):
-        self._check("PATCH", kind, name)
-
-    def delete(self, api_version, kind, name, namespace=None, **kw):
-        self._check("DELETE", kind, name)
-        self.objects.pop((kind, namespace, name), None)
-
-
 def apply(kube, teams, check=False, **params):
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import TenantsApply
     params = dict(params, tenants=teams, cluster_gpus=12)
@@ -244,7 +208,7 @@ def apply(kube, teams, check=False, **params):
 
 
 def writes_of(kube):
-    return [c for c in kube.calls if c[0] in ("CREATE", "PATCH", "DELETE")]
+    return [(c.verb, c.kind, c.name) for c in kube.writes()]
 
 
 def test_apply_then_converged_then_rule_removed():
@@ -256,7 +220,8 @@ def test_apply_then_converged_then_rule_removed():
     kube.calls = []
     again = apply(kube, [team])
     assert not again["changed"] and writes_of(kube) == []
-    assert [c[0] for c in kube.calls] == ["LIST"] * len(tenants.KINDS)
+    assert [c.verb for c in kube.calls] == ["LIST"] * len(tenants.KINDS)
+    assert again["requests"] == {"LIST": len(tenants.KINDS)}
     kube.calls = []
     fewer = dict(team, network={}, groups={"edit": ["idp-team-a"]})
     result = apply(kube, [fewer])
@@ -277,14 +242,14 @@ def test_check_mode_sends_no_write_and_reports_the_plan():
 
 
 def test_failed_namespace_skips_its_objects_and_rerun_completes():
-    kube = FakeKube(fail={("CREATE", "Namespace", "team-b")})
+    kube = FakeKube(fail={("CREATE", "Namespace", "team-b"): 500})
     with pytest.raises(DomainError) as err:
         apply(kube, [{"name": "team-a"}, {"name": "team-b"}])
     assert "Namespace team-b: CREATE Namespace team-b: HTTP 500" in err.value.msg
     assert "a re-run completes the rest" in err.value.msg
     assert [k for k in kube.objects if k[1] == "team-b"] == []           # nothing written into it
     assert len([k for k in kube.objects if k[1] == "team-a"]) == 3
-    kube.fail = set()
+    kube.fail = {}
     result = apply(kube, [{"name": "team-a"}, {"name": "team-b"}])
     assert result["summary"]["Namespace"] == {"created": 1, "updated": 0, "unchanged": 1, "deleted": 0, "pruned": 0}
 

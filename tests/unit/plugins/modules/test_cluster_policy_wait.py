@@ -4,20 +4,13 @@ import pytest
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.modules import cluster_policy_wait as mod
-
-
-class FakeKube(object):
-    def __init__(self, served=True):
-        self._served = served
-
-    def served(self, api_version, kind):
-        return self._served
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
 
 
 class FakeModule(object):
     def __init__(self, check_mode=False, served=True, **params):
         self.check_mode = check_mode
-        self.kube = FakeKube(served)
+        self.kube = FakeKube(served=served)
         self.params = dict(name="my-policy", timeout=5, stable_for=0, accept_reasons=["Reconciled"],
                            operator_namespace="gpu-ops", wait_operator=True, expect_nodes=[])
         self.params.update(params)

@@ -1,0 +1,30 @@
+"""The unit tests' FakeKube has Kube's signatures: a call the real client refuses fails in the tests too."""
+import inspect
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube, merge_patch
+
+API = ("served", "get", "list", "log", "evict", "create", "replace", "patch", "apply", "delete")
+
+
+def test_every_api_method_of_kube_is_faked_with_the_same_signature():
+    public = set(n for n, f in inspect.getmembers(Kube, inspect.isfunction) if not n.startswith("_"))
+    assert set(API) <= public
+    for name in API:
+        assert inspect.signature(getattr(FakeKube, name)) == inspect.signature(getattr(Kube, name)), name
+
+
+def test_writes_change_the_store_unless_dry_run():
+    kube = FakeKube()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}, "data": {"k": "1"}}
+    kube.create(cm, dry_run=True)
+    assert kube.objects == {}
+    kube.create(cm)
+    kube.patch("v1", "ConfigMap", "a", {"data": {"k": None, "j": "2"}}, namespace="x")
+    assert kube.get("v1", "ConfigMap", "a", "x")["data"] == {"j": "2"}
+    assert kube.list("v1", "ConfigMap", namespace="y")[0] == []
+    assert kube.list("v1", "ConfigMap", label_selector="app=z")[0] == []
+    assert kube.delete("v1", "ConfigMap", "a", "x", dry_run=True) is not None and kube.objects
+    kube.delete("v1", "ConfigMap", "a", "x")
+    assert kube.objects == {} and [c.verb for c in kube.writes()] == ["CREATE", "CREATE", "PATCH", "DELETE", "DELETE"]
+    assert merge_patch({"a": {"b": 1}}, {"a": {"c": 2}}) == {"a": {"b": 1, "c": 2}}
