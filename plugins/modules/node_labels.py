@@ -67,12 +67,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-nodes:
-  description: The Nodes patched (or that would be, in check mode).
+objects:
+  description: The Nodes patched (or that would be, in check mode), with action C(updated).
   returned: success
   type: list
-  elements: str
-  sample: [gpu-a100-1]
+  elements: dict
+  sample: [{kind: Node, name: gpu-a100-1, action: updated}]
 unknown:
   description: Nodes named in O(labels) that the cluster does not have (with O(allow_missing=true)).
   returned: success
@@ -91,12 +91,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.labels i
 
 def run(module):
     params = module.params
-    result = converge(module.kube, params["labels"], check_mode=module.check_mode, parallel=params["parallel"],
-                      allow_missing=params["allow_missing"])
-    diff = result.pop("diff")
-    if module._diff and result["changed"]:
-        result["diff"] = diff
-    return result
+    return converge(module.kube, params["labels"], check_mode=module.check_mode, diff=module._diff,
+                    parallel=params["parallel"], allow_missing=params["allow_missing"])
 
 
 def main():

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Labels on many Nodes at once: one LIST of the Nodes, one merge patch per Node whose labels
-differ, the patches in bounded parallel. A value of None removes the label.
+"""Labels on many Nodes at once, through the converge engine: one LIST of the Nodes, one merge
+patch per Node whose labels differ, in bounded parallel. A value of None removes the label.
 
 A role that labels the nodes of a plan or a pool would otherwise run one task iteration per node
 (about a second each), on every run, even when nothing changes; at 1000 GPU nodes that is
@@ -13,9 +13,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from concurrent.futures import ThreadPoolExecutor
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.converge import Converge, Scope, Strategy
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+NODES = Scope("v1", "Node", None, None)
 
 
 def check_wanted(wanted, variable="labels"):
@@ -37,67 +38,59 @@ def check_wanted(wanted, variable="labels"):
     return out
 
 
-def plan(nodes, wanted):
-    """-> (changes, unknown): changes [{name, patch, before, after}] for the Nodes whose labels differ
-    (patch: only the differing keys); unknown: wanted names no Node has."""
-    by_name = dict((n["metadata"]["name"], n) for n in nodes)
-    changes, unknown = [], []
-    for name in sorted(wanted):
-        node = by_name.get(name)
-        if node is None:
-            unknown.append(name)
-            continue
-        have = node["metadata"].get("labels") or {}
-        patch = dict((k, v) for k, v in wanted[name].items() if have.get(k) != v)
-        if not patch:
-            continue
-        after = dict(have)
-        for key, value in patch.items():
+def _labels(obj):
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def label_patch(want, have):
+    """The keys of want whose value differs from have (None: the label must be absent)."""
+    return dict((k, v) for k, v in want.items() if have.get(k) != v)
+
+
+class NodeLabels(Strategy):
+    """Nodes are not ours: only the labels named are compared and merge-patched; nothing is created
+    or pruned, and check mode sends the patches as server dry runs."""
+
+    def compare(self, desired, live):
+        patch = label_patch(_labels(desired), _labels(live))
+        return ([("patch", {"metadata": {"labels": patch}})], ["metadata.labels"]) if patch else ([], [])
+
+    def view(self, obj, desired=None):
+        return {} if obj is None else {"metadata": {"name": obj["metadata"]["name"], "labels": _labels(obj)}}
+
+    def after(self, change):
+        labels = dict(_labels(change.live))
+        for key, value in label_patch(_labels(change.desired), labels).items():
             if value is None:
-                after.pop(key, None)
+                labels.pop(key, None)
             else:
-                after[key] = value
-        changes.append({"name": name, "patch": patch, "before": have, "after": after})
-    return changes, unknown
+                labels[key] = value
+        return {"metadata": {"name": change.live["metadata"]["name"], "labels": labels}}
 
 
-def converge(kube, wanted, check_mode=False, parallel=8, allow_missing=False):
-    """Label the Nodes; -> result dict (changed, nodes, unknown, requests, diff)."""
+def converge(kube, wanted, check_mode=False, diff=False, parallel=8, allow_missing=False):
+    """Label the Nodes; -> the engine's result (changed, objects, requests, diff) and `unknown`."""
     wanted = check_wanted(wanted)
-    nodes, dummy = kube.list("v1", "Node")
-    changes, unknown = plan(nodes, wanted)
+    engine = Converge(kube, NodeLabels(), check_mode=check_mode, diff=diff, workers=parallel)
+    live = engine.read([NODES])
+    names = set(name for dummy, dummy_ns, name in live)
+    unknown = sorted(n for n in wanted if n not in names)
     if unknown and not allow_missing:
-        known = sorted(n["metadata"]["name"] for n in nodes)
+        known = sorted(names)
         raise DomainError("labels: no Node named %s in the cluster (%d Nodes: %s%s); a node name is the "
                           "Kubernetes Node name (kubectl get nodes), or set allow_missing=true for nodes "
                           "that have not joined yet" % (", ".join(unknown), len(known), ", ".join(known[:10]),
                                                          ", ..." if len(known) > 10 else ""),
                           unknown=unknown)
-    errors = []
-
-    def one(change):
-        try:
-            kube.patch("v1", "Node", change["name"], {"metadata": {"labels": change["patch"]}}, dry_run=check_mode)
-            return None
-        except ApiError as exc:
-            return str(exc)
-
-    if changes:
-        with ThreadPoolExecutor(max_workers=max(1, min(int(parallel), len(changes)))) as pool:
-            for change, error in zip(changes, pool.map(one, changes)):
-                if error:
-                    errors.append(error)
-    result = {
-        "changed": bool(changes),
-        "nodes": [c["name"] for c in changes],
-        "unknown": unknown,
-        "requests": {"LIST": 1, "PATCH": len(changes)},
-        "diff": {"before": dict((c["name"], c["before"]) for c in changes),
-                 "after": dict((c["name"], c["after"]) for c in changes)},
-    }
+    desired = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": wanted[name]}}
+               for name in sorted(wanted) if name in names]
+    changes = engine.plan(desired, live)
+    errors = engine.apply(changes)
+    result = engine.result(changes)
+    result["objects"] = [row for row in result["objects"] if row["action"] != "unchanged"]
+    result["unknown"] = unknown
     if errors:
-        written = len(changes) - len(errors)
-        raise DomainError("%d of %d Node label patches failed (%d written; a re-run patches only what still "
-                          "differs): %s" % (len(errors), len(changes), written, "; ".join(errors)),
-                          changed=written > 0, nodes=result["nodes"], errors=errors)
+        raise DomainError("%d Node label patches failed (a re-run patches only what still differs): %s"
+                          % (len(errors), "; ".join(errors)), changed=result["changed"], objects=result["objects"],
+                          errors=errors)
     return result
