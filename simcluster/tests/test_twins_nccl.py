@@ -233,3 +233,24 @@ def test_cluster_file_fabric_and_faults_are_validated():
         with pytest.raises(clusterfile.ClusterFileError) as err:
             clusterfile.validate(data)
         assert str(err.value).startswith(message), str(err.value)
+
+
+def test_the_job_of_the_cluster_file_doc_runs_as_documented(cluster):
+    """The Job in docs/simcluster-clusterfile.md is the contract for the workload acceptance."""
+    import re
+    import yaml
+    with open(os.path.join(REPO, "docs", "simcluster-clusterfile.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    block = re.search(r"```yaml\n(apiVersion: batch/v1\nkind: Job\n.*?)```", doc, re.S).group(1)
+    body = yaml.safe_load(block)
+    cluster.namespace("team-a")
+    cluster.store.create("jobs.batch", body)
+    launcher = cluster.wait(lambda: next((p for p in cluster.pods("team-a", "nccl-ar-0-")
+                                          if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")), None))
+    assert launcher["status"]["phase"] == "Succeeded"
+    got = nccl.parse(cluster.logs("team-a", launcher["metadata"]["name"], "nccl"))
+    assert got["errors"] == [] and len(got["ranks"]) == 32 and len(got["rows"]) == 31
+    assert sorted({r["host"] for r in got["ranks"]}) == ["nccl-ar-%d" % i for i in range(4)]
+    done = cluster.wait(lambda: (cluster.store.get("jobs.batch", "team-a", "nccl-ar").get("status") or {})
+                        .get("succeeded") == 4, what="every index completed")
+    assert done
