@@ -196,7 +196,7 @@ def test_bus_factor_and_number_formats_of_nccl_tests():
     assert nt.float_str(0.004, 6) == "  0.00" and nt.float_str(1234567.0, 6) == " 1e+06"
     assert nt.parsesize("8G") == 8 * 1024 ** 3 and nt.parsesize("1m") == 1024 ** 2 and nt.parsesize("x") is None
     assert nt.sizes(nt.options(["-b", "8", "-e", "128", "-f", "2"])) == [8, 16, 32, 64, 128]
-    assert nt.sizes(nt.options(["-b8", "-e", "3M", "-i", "1M", "-b", "1M"])) == [1024 ** 2, 2 * 1024 ** 2, 3 * 1024 ** 2]
+    assert nt.sizes(nt.options(["-b8", "-e", "3M", "-i", "1M", "-b", "1M"])) == [k * 1024 ** 2 for k in (1, 2, 3)]
     assert nt.options(["--minbytes=2G", "--maxbytes", "1G"])["error"] == \
         "invalid sizes for 'minbytes' and 'maxbytes': 2147483648 > 1073741824"
     assert nt.options(["-d", "fp32"])["notes"] == ["invalid type fp32, defaulting to float .. "]
