@@ -42,8 +42,10 @@ def job(name, nodes, gpus=8, args=ARGS, on=None, ns="default", image=IMAGE):
 class Nccl(TwinCluster):
     def __init__(self, **kw):
         super().__init__(os.path.join(HERE, "clusters", CLUSTER), **kw)
-        # CDI (the chart's default): a container gets the GPUs the device plugin allocated, no others
-        self.store.create("clusterpolicies.nvidia.com", cluster_policy())
+        if self.kind == "fake":
+            # CDI (the chart's default): a container gets the GPUs the device plugin allocated, no
+            # others (the real store has no ClusterPolicy CRD here: no toolkit, the allocation counts)
+            self.store.create("clusterpolicies.nvidia.com", cluster_policy())
         for node in self.store.list("nodes"):
             if node["metadata"]["name"].startswith("gpu-"):
                 node["status"]["allocatable"]["nvidia.com/gpu"] = "8"   # as a running device plugin reports
@@ -66,11 +68,19 @@ def cluster():
         assert c.handle.errors == []
 
 
+@pytest.fixture(params=["fake", "real"])
+def any_store(request):
+    with Nccl(store=request.param) as c:
+        yield c
+        assert c.handle.errors == []
+
+
 def ring(n):
     return 2.0 * (n - 1) / n
 
 
-def test_two_nodes_parse_to_16_ranks_on_both_hosts(cluster):
+def test_two_nodes_parse_to_16_ranks_on_both_hosts(any_store):
+    cluster = any_store
     launcher, log = cluster.run(job("ar2", 2))
     assert launcher["status"]["phase"] == "Succeeded"
     got = nccl.parse(log)
@@ -254,3 +264,35 @@ def test_the_job_of_the_cluster_file_doc_runs_as_documented(cluster):
     done = cluster.wait(lambda: (cluster.store.get("jobs.batch", "team-a", "nccl-ar").get("status") or {})
                         .get("succeeded") == 4, what="every index completed")
     assert done
+
+
+def test_through_a_teams_kueue_queue():
+    """The acceptance's path: the Job waits suspended in the team's queue, Kueue admits it on the
+    flavor's nodes, then the launcher runs over every admitted index."""
+    from simcluster.tests.test_twins_kueue import API, CQ, POOL, TOL, cluster_queue
+    from simcluster.twins.testkit import deployment
+    with Nccl() as c:
+        for name in ("kueue-system", "team-a"):
+            c.namespace(name, {"kubernetes.io/metadata.name": name})
+        for node in ("gpu-1", "gpu-2"):
+            c.label(node, POOL)
+        c.store.create("deployments.apps", deployment("kueue-controller-manager", "kueue-system",
+                                                      image="registry.k8s.io/kueue/kueue:v0.19.2"))
+        c.wait(lambda: (c.store.get("deployments.apps", "kueue-system", "kueue-controller-manager")
+                        .get("status") or {}).get("readyReplicas"), what="kueue running")
+        c.store.create("resourceflavors.kueue.x-k8s.io", {
+            "apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+            "spec": {"nodeLabels": dict(POOL), "tolerations": [dict(TOL)]}})
+        c.store.create(CQ, cluster_queue("team-a", 16))
+        c.store.create("localqueues.kueue.x-k8s.io", {
+            "apiVersion": API, "kind": "LocalQueue", "metadata": {"name": "team-a", "namespace": "team-a"},
+            "spec": {"clusterQueue": "team-a"}})
+        body = job("q2", 2, ns="team-a")
+        body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+        c.store.create("jobs.batch", body)
+        launcher = c.wait(lambda: next((p for p in c.pods("team-a", "q2-0-")
+                                        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")), None))
+        got = nccl.parse(c.logs("team-a", launcher["metadata"]["name"], "nccl"))
+        assert got["errors"] == [] and len(got["ranks"]) == 16
+        assert {p["spec"]["nodeName"] for p in c.pods("team-a", "q2-")} == {"gpu-1", "gpu-2"}
+        assert c.handle.errors == []
