@@ -116,6 +116,12 @@ def test_four_nodes_give_32_ranks(cluster):
     assert [r["count"] for r in got["rows"]] == [r["size"] // 4 for r in got["rows"]]
     assert {(r["type"], r["redop"], r["root"]) for r in got["rows"]} == {("float", "sum", -1)}
     assert 0 < got["avg_busbw"] < 180
+    assert got["nccl_version"] is None                  # NCCL_DEBUG=WARN: no INFO lines
+    body = job("info", 2, args="-b 1M -e 1M")
+    cmd = body["spec"]["template"]["spec"]["containers"][0]["command"]
+    cmd[2] = cmd[2].replace("-x NCCL_DEBUG=WARN", "-x NCCL_DEBUG=INFO")     # mpirun passes it to every rank
+    _l, log = cluster.run(body)
+    assert nccl.parse(log)["nccl_version"] == nt.NCCL_VERSION and nccl.parse(log)["errors"] == []
     assert len({p["spec"]["nodeName"] for p in cluster.pods("default", "ar4-")}) == 4
 
 

@@ -39,6 +39,7 @@ MARKER = "nccl-tests"
 PROGRAM = "all_reduce_perf"
 TESTS_VERSION = "2.17.6"
 NCCL_CODE = 22703                         # nccl-headers / nccl-library of the image (NCCL 2.27.3)
+NCCL_VERSION = "2.27.3+cuda12.9"
 SOCKET_FABRIC = {"name": "socket", "bus_bandwidth_gbps": 3.0}   # no fabric: NCCL's TCP sockets
 EXIT_CUDA, EXIT_NOT_IMPLEMENTED, EXIT_RESULTS = 2, 5, 7             # testResult_t (common.h)
 # all_reduce busbw of one node's GPUs over NVLink/NVSwitch, GB/s; PCIe-only models get PCIe's
@@ -480,7 +481,7 @@ class NcclTests:
         faults = self.ctx.faults
         wrong = any(f["name"] in (faults.get("nccl_wrong_results") or []) for f in nodes)
         rows, avg, oob = table(procs, opts, ring_busbw(nodes, faults), wrong)
-        text += header(opts) + rank_lines(procs) + table_header() + rows
+        text += header(opts) + rank_lines(procs) + self._nccl_info(pod, container, launcher) + table_header() + rows
         text += ["# %-20s : %d %s" % ("Out of bounds values", oob, "FAILED" if oob else "OK"),
                  "# %-20s : %g " % ("Avg bus bandwidth", avg), "#",
                  "# Collective test concluded: %s" % PROGRAM, ""]
@@ -490,6 +491,19 @@ class NcclTests:
                                                                        _pid(pod["metadata"]["uid"] + "0"))
             return self._failed(done, name, text, launcher, EXIT_RESULTS, 0)
         return dict(done, exit=0, logs={name: "\n".join(text)})
+
+    @staticmethod
+    def _nccl_info(pod, container, launcher):
+        """NCCL_DEBUG=INFO (pod env or mpirun -x): rank 0's version line, the only INFO line kept."""
+        env = {e.get("name"): str(e.get("value")) for e in container.get("env") or [] if isinstance(e, dict)}
+        debug = env.get("NCCL_DEBUG", "")
+        for i, word in enumerate(launcher or []):
+            if word == "-x" and i + 1 < len(launcher) and launcher[i + 1].startswith("NCCL_DEBUG="):
+                debug = launcher[i + 1].split("=", 1)[1]
+        if debug.upper() not in ("INFO", "TRACE"):
+            return []
+        pid = _pid(pod["metadata"]["uid"] + "0")
+        return ["%s:%d:%d [0] NCCL INFO NCCL version %s" % (hostname(pod), pid, pid, NCCL_VERSION)]
 
     def _failed(self, done, name, text, launcher, code, rank):
         log = "\n".join(text) + "\n"
