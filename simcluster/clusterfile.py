@@ -23,6 +23,7 @@ DEFAULT_TIMINGS = {
     "image_pull_backoff": 0.2,  # ErrImagePull -> ImagePullBackOff
     "job_run": 0.1,           # run-to-completion pods: Running -> Succeeded
     "crash_backoff": 0.2,     # container error -> CrashLoopBackOff
+    "mpi_launch_timeout": 0.5,  # nccl-tests launcher: how long mpirun waits for its workers
 }
 FAULTS = {
     "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff
@@ -36,14 +37,18 @@ FAULTS = {
     "gpu_overheat": list,                   # [{node, gpu, temp}]
     "gpu_ecc_dbe": list,                    # [{node, gpu, count}]
     "dcgm_exporter_down": list,             # node names: the exporter endpoint answers 503
+    "nccl_degraded_link": list,             # node names or {node, fraction}: its fabric link is slower
+    "nccl_wrong_results": list,             # node names: all-reduce results through it are wrong
 }
 STRUCTURED_FAULTS = ("image_pull_fail", "gpu_xid", "gpu_overheat", "gpu_ecc_dbe")  # not node-name lists
+DEGRADED_FRACTION = 0.25    # nccl_degraded_link without a fraction: a link at a quarter of its rate
 NFD_MODES = ("operator", "preinstalled", "absent")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "host_toolkit_config", "labels", "taints", "cpu", "memory",
              "pods", "ephemeral_storage", "unschedulable", "role", "mig_config", "machine",
-             "container_runtime", "default_runtime", "kernel", "os_image", "annotations"}
-GPU_KEYS = {"model", "count", "memory_mib", "mig_capable"}
+             "container_runtime", "default_runtime", "kernel", "os_image", "annotations", "fabric"}
+GPU_KEYS = {"model", "count", "memory_mib", "mig_capable", "nvlink_bus_bandwidth_gbps"}
+FABRIC_KEYS = {"name", "bus_bandwidth_gbps"}
 TOP_KEYS = {"crds", "nodes", "faults", "timings", "registries", "nfd", "mig_parted_config",
             "name", "description", "kubernetes_version", "audit"}
 
@@ -119,6 +124,8 @@ def validate(data, base_dir=".", source="cluster file"):
                 value = validate_api_errors(value)
             except ValueError as exc:
                 raise ClusterFileError(str(exc))
+        elif key == "nccl_degraded_link":
+            value = _degraded_links(value, seen)
         elif FAULTS[key] is list and key not in STRUCTURED_FAULTS:
             for name in value:
                 if name not in seen:
@@ -187,6 +194,9 @@ def _node(node, where, seen):
         out["gpus"] = {"model": gpus["model"], "count": count,
                        "memory_mib": int(gpus.get("memory_mib") or info["memory_mib"]),
                        "mig_capable": bool(gpus.get("mig_capable", bool(info["mig"])))}
+        if gpus.get("nvlink_bus_bandwidth_gbps") is not None:
+            out["gpus"]["nvlink_bus_bandwidth_gbps"] = _bandwidth(gpus["nvlink_bus_bandwidth_gbps"],
+                                                                  where + ".gpus.nvlink_bus_bandwidth_gbps")
         if out["gpus"]["mig_capable"] and not info["mig"]:
             _err(where + ".gpus.mig_capable", "model %s has no MIG profiles in "
                  "simcluster/twins/gpu_models.py; add them or set mig_capable: false" % gpus["model"])
@@ -224,4 +234,42 @@ def _node(node, where, seen):
     out["taints"] = [{k: str(v) for k, v in t.items() if k in ("key", "value", "effect")}
                      for t in taints]
     out["mig_config"] = node.get("mig_config", "all-disabled")
+    out["fabric"] = _fabric(node.get("fabric"), where + ".fabric")
+    return out
+
+
+def _bandwidth(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        _err(where, "must be a number of GB/s > 0 (the all_reduce_perf bus bandwidth), got %r" % (value,))
+    return float(value)
+
+
+def _fabric(fabric, where):
+    """The node's inter-node fabric as all_reduce_perf sees it: its busbw limit in GB/s."""
+    if fabric is None:
+        return None
+    if not isinstance(fabric, dict) or set(fabric) - FABRIC_KEYS or "bus_bandwidth_gbps" not in fabric:
+        _err(where, "must be a mapping {name: ib-ndr, bus_bandwidth_gbps: 180} (name optional), got %r"
+             % (fabric,))
+    name = fabric.get("name", "fabric")
+    if not isinstance(name, str) or not name:
+        _err(where + ".name", "must be a non-empty string (e.g. ib-ndr, roce-400g)")
+    return {"name": name, "bus_bandwidth_gbps": _bandwidth(fabric["bus_bandwidth_gbps"], where + ".bus_bandwidth_gbps")}
+
+
+def _degraded_links(value, nodes):
+    """nccl_degraded_link: [node] or [{node, fraction}] -> [{node, fraction of its fabric bandwidth}]."""
+    out = []
+    for i, entry in enumerate(value):
+        where = "faults.nccl_degraded_link[%d]" % i
+        if isinstance(entry, str):
+            entry = {"node": entry}
+        if not isinstance(entry, dict) or set(entry) - {"node", "fraction"} or "node" not in entry:
+            _err(where, "must be a node name or {node: NAME, fraction: 0.25}, got %r" % (entry,))
+        if entry["node"] not in nodes:
+            _err(where, "node %r is not in nodes" % (entry["node"],))
+        fraction = entry.get("fraction", DEGRADED_FRACTION)
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+            _err(where + ".fraction", "must be a number between 0 and 1 (exclusive), got %r" % (fraction,))
+        out.append({"node": entry["node"], "fraction": float(fraction)})
     return out

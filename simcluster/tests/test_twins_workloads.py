@@ -230,3 +230,26 @@ def test_deleting_an_owner_removes_its_pods(cluster):
     c.store.delete("deployments.apps", "apps", "web")
     c.wait(lambda: not c.pods("apps", "web-") and not c.store.list("replicasets.apps", "apps"),
            what="garbage collected")
+
+
+def test_indexed_job_pods_carry_their_completion_index(cluster):
+    """completionMode Indexed: one pod per index, the index in an annotation, a label and
+    JOB_COMPLETION_INDEX, hostname <job>-<index> (what multi-node launchers address over DNS)."""
+    c = cluster
+    c.store.create("jobs.batch", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "idx", "namespace": "apps"},
+        "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                 "template": {"spec": {"restartPolicy": "Never", "subdomain": "idx",
+                                       "containers": [{"name": "c", "image": "busybox:1.36"}]}}}})
+    job = c.wait(lambda: (c.store.get("jobs.batch", "apps", "idx").get("status") or {}).get("succeeded") == 3
+                 and c.store.get("jobs.batch", "apps", "idx"), what="indexed job complete")
+    pods = sorted(c.pods("apps", "idx-"), key=lambda p: p["metadata"]["name"])
+    assert len(pods) == 3 and job["status"]["succeeded"] == 3
+    key = "batch.kubernetes.io/job-completion-index"
+    for i, p in enumerate(pods):
+        assert p["metadata"]["name"].startswith("idx-%d-" % i)
+        assert p["metadata"]["annotations"][key] == str(i) and p["metadata"]["labels"][key] == str(i)
+        assert p["spec"]["hostname"] == "idx-%d" % i and p["spec"]["subdomain"] == "idx"
+        env = p["spec"]["containers"][0]["env"][0]
+        assert env["name"] == "JOB_COMPLETION_INDEX"
+        assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['%s']" % key

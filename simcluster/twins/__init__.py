@@ -15,6 +15,7 @@ from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
 from .kueue import Kueue
 from .mig_manager import MigManager
+from .nccl_tests import NcclTests
 from .nodes import Nodes
 from .runtime import Runtime
 from .scheduler import Scheduler
@@ -55,7 +56,8 @@ def build(store, spec):
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
-    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook]
+    ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
+                          NcclTests(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
     # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
     ctx.operator.unwatched = {"namespaces"}

@@ -22,6 +22,15 @@ def pod_ready(pod):
     return False
 
 
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def pod_index(pod):
+    """The completion index of an Indexed Job's pod (None for other pods)."""
+    value = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
 def terminal(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -50,7 +59,7 @@ class PodMaker:
         self.ctx = ctx
 
     def create(self, owner, kind, api_version, name_prefix, extra_labels=None, *, name=None,
-               spec_mutator=None):
+               spec_mutator=None, annotations=None):
         tmpl = clone(owner["spec"].get("template") or {})
         meta = tmpl.get("metadata") or {}
         ns = owner["metadata"]["namespace"]
@@ -60,8 +69,8 @@ class PodMaker:
                "metadata": {"namespace": ns, "labels": labels,
                             "ownerReferences": [owner_ref(owner, kind, api_version)]},
                "spec": tmpl.get("spec") or {}}
-        if meta.get("annotations"):
-            pod["metadata"]["annotations"] = dict(meta["annotations"])
+        if meta.get("annotations") or annotations:
+            pod["metadata"]["annotations"] = dict(meta.get("annotations") or {}, **(annotations or {}))
         if spec_mutator:
             spec_mutator(pod["spec"])
         for _ in range(5):
@@ -423,6 +432,31 @@ class Jobs:
         for job in self.ctx.list("jobs.batch"):
             self._one(job, owned.get(job["metadata"]["uid"], []))
 
+    @staticmethod
+    def _free_indexes(spec, pods, active, target):
+        """Indexed Jobs: the completion indexes neither succeeded nor running, lowest first
+        (None for NonIndexed Jobs)."""
+        if spec.get("completionMode") != "Indexed":
+            return None
+        taken = {pod_index(p) for p in active}
+        taken |= {pod_index(p) for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"}
+        return [i for i in range(target) if i not in taken]
+
+    def _indexed(self, job, jlabels, index):
+        """A pod of an Indexed Job as the job controller makes it: the index in an annotation, a
+        label and JOB_COMPLETION_INDEX, the hostname <job>-<index> (with the template's subdomain
+        that is <job>-<index>.<subdomain> in DNS) and the index in the generated name."""
+        name = job["metadata"]["name"]
+        labels = dict(jlabels, **{COMPLETION_INDEX: str(index)})
+
+        def mutate(spec):
+            spec.setdefault("hostname", "%s-%d" % (name, index))
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+                c["env"] = [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                    "fieldPath": "metadata.annotations['%s']" % COMPLETION_INDEX}}}] + list(c.get("env") or [])
+        return self.maker.create(job, "Job", "batch/v1", "%s-%d" % (name, index), labels,
+                                 spec_mutator=mutate, annotations={COMPLETION_INDEX: str(index)})
+
     def _one(self, job, pods):
         store = self.ctx.store
         spec = job["spec"]
@@ -471,8 +505,14 @@ class Jobs:
                 jlabels = {"batch.kubernetes.io/controller-uid": uid,
                            "batch.kubernetes.io/job-name": job["metadata"]["name"],
                            "controller-uid": uid, "job-name": job["metadata"]["name"]}
-                for _ in range(max(0, room)):
-                    pod = self.maker.create(job, "Job", "batch/v1", job["metadata"]["name"], jlabels)
+                free = self._free_indexes(spec, pods, active, target)
+                for i in range(max(0, room)):
+                    if free is None:
+                        pod = self.maker.create(job, "Job", "batch/v1", job["metadata"]["name"], jlabels)
+                    elif i < len(free):
+                        pod = self._indexed(job, jlabels, free[i])
+                    else:
+                        break
                     if pod:
                         self.maker.created(job, pod)
                         active.append(pod)
