@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import TimeSlicingError
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
 def gitops_files(settings, releases=None, layers=None, nodes=None):
@@ -31,15 +31,14 @@ def tenants_objects(teams, settings=None):
     return tenants.render_all(teams or [], merged)
 
 
+@domain_filter()
 def gitops_platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
-    try:
-        return platform_objects(operator_namespace, psa_version, time_slicing)
-    except TimeSlicingError as exc:
-        raise AnsibleFilterError(str(exc))
+    return platform_objects(operator_namespace, psa_version, time_slicing)
 
 
+@domain_filter()
 def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
-    return node_patches(hostvars, hosts, plan, time_slicing)   # node_pools raises AnsibleFilterError itself
+    return node_patches(hostvars, hosts, plan, time_slicing)
 
 
 class FilterModule(object):

@@ -8,24 +8,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import report as design_report
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import templates as design_templates
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.decision import decide
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.inputs import DesignError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 POOL_VARS = ("node_prereqs_pool", "node_prereqs_pool_taints", "node_prereqs_node_name", "node_prereqs_label_prefix",
              "gpu_platform_label_prefix")
 
 
+@domain_filter("platform_design")
 def platform_design(pools, tenants=None, requirements=None, inventory=None, mig_parted_config=None):
-    try:
-        return decide(pools, tenants=tenants, requirements=requirements, inventory=inventory,
-                      mig_parted_config=mig_parted_config)
-    except DesignError as exc:
-        raise AnsibleFilterError("platform_design: %s" % exc)
+    return decide(pools, tenants=tenants, requirements=requirements, inventory=inventory,
+                  mig_parted_config=mig_parted_config)
 
 
 def platform_inventory_pools(groups, hostvars=None, prefix="pool_"):

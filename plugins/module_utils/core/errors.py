@@ -5,7 +5,11 @@
 
 DomainError: the input or the cluster is not what the task needs (a profile the GPU
 does not offer, a team name that is not a DNS label). Its message names the
-variable, the value and the fix; `details` are returned next to `msg`.
+variable, the value and the fix; `details` are returned next to `msg`. Every domain's
+own error (DesignError, QuantityError, TimeSlicingError, ...) derives from it, so a module
+(GpuPlatformModule.execute) and a filter (plugin_utils/filter_errors.py) each translate
+one class in one place. It is a ValueError too: callers that parse with `except ValueError`
+keep working.
 
 ApiError: the Kubernetes API refused or could not be reached. It names the verb,
 the kind, the object and the server's message, with a hint where one is known.
@@ -21,7 +25,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-class DomainError(Exception):
+class DomainError(ValueError):
     def __init__(self, msg, **details):
         super(DomainError, self).__init__(msg)
         self.msg = msg

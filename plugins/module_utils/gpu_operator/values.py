@@ -16,6 +16,7 @@ import copy
 import difflib
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     DEVICE_LIST_ENVVAR,
     DEVICE_LIST_STRATEGY_ENV,
@@ -119,7 +120,7 @@ URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^
 MASK = "********"
 
 
-class OperatorValuesError(ValueError):
+class OperatorValuesError(DomainError):
     """Bad input; the message names the field and the fix."""
 
 

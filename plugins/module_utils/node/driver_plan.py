@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     LABEL_DEPLOY_DRIVER,
     LABEL_DEPLOY_TOOLKIT,
@@ -22,7 +23,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
 FACTS_KEY = "gpu_node"
 
 
-class DriverPlanError(ValueError):
+class DriverPlanError(DomainError):
     """A wrong input of the plan (the filter raises it as AnsibleFilterError)."""
 
 

@@ -42,7 +42,12 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     QUEUES_NS_NAME_LABEL,
     VAP_API_VERSION,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_prefix
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
+    DEFAULT_PREFIX,
+    POOL_VARIABLE,
+    host_pool,
+    toleration,
+)
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
@@ -241,10 +246,7 @@ def flavor_objects(pools):
     for name in sorted(pools):
         pool = pools[name]
         spec = {"nodeLabels": dict(pool.get("labels") or {})}
-        tols = [{"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
-                if t.get("value") not in (None, "") else
-                {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
-                for t in pool.get("taints") or []]
+        tols = [toleration(t) for t in pool.get("taints") or []]
         if tols:
             spec["tolerations"] = tols
         out.append({"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name},
@@ -520,30 +522,26 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
     return objects
 
 
-def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
+def pools_from_hostvars(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
     """Node pools of node_prereqs (node_prereqs_pool / _pool_taints per host) as flavors.
 
     Name: the pool's label values joined (h100-nvlink-training ...); hosts with
-    the same labels are one pool. Taint keys without '/' get the label prefix,
-    as node_prereqs does.
+    the same labels are one pool. Labels and taints are the host's pool as
+    node_prereqs writes it (node/pools.py).
     """
     pools = {}
     for host in hosts:
         hv = hostvars.get(host) or {}
-        pool = hv.get("node_prereqs_pool") or {}
+        pool = hv.get(POOL_VARIABLE) or {}
         if not pool:
             continue
-        prefix = host_prefix(hv, default_prefix)
-        labels = dict((k if "/" in k else prefix + k, str(v)) for k, v in pool.items())
-        taints = []
-        for t in hv.get("node_prereqs_pool_taints") or []:
-            key = t["key"] if "/" in t["key"] else prefix + t["key"]
-            taints.append({"key": key, "value": str(t.get("value", "")), "effect": t.get("effect", "NoSchedule")})
+        found = host_pool(hv, host, default_prefix)
+        labels, taints = found["labels"], found["taints"]
         order = [k for k in ("accelerator", "topology", "workload") if k in pool] or sorted(pool)
         name = "-".join(str(pool[k]) for k in order).lower()
         prev = pools.get(name)
         if prev is not None and prev["labels"] != labels:
-            _fail("node_prereqs_pool", labels, "two pools would both be flavor %s" % name,
+            _fail(POOL_VARIABLE, labels, "two pools would both be flavor %s" % name,
                   "give the pools different accelerator/topology/workload labels")
         if prev is not None:
             taints = prev["taints"] + [t for t in taints if t not in prev["taints"]]

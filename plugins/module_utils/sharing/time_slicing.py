@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     GPU_RESOURCE,
@@ -42,7 +43,7 @@ STRUCTURED_KEYS = ("replicas", "resources", "rename_by_default", "fail_requests_
                    "mig_strategy")
 
 
-class TimeSlicingError(ValueError):
+class TimeSlicingError(DomainError):
     """Bad time-slicing input; the message names the field and the fix."""
 
 
