@@ -13,24 +13,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 from collections.abc import Mapping
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value, to_bool
 
-# A mig-parted config name is a label value (nvidia.com/mig.config=<name>).
-PROFILE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-BOOL_STRINGS = {"true": True, "yes": True, "on": True, "1": True,
-                "false": False, "no": False, "off": False, "0": False}
 INT_VARS = ("mig_timeout", "mig_verify_timeout", "mig_eviction_timeout")
 BOOL_VARS = ("mig_drain", "mig_allow_whole_pool")
 
 
 def _bool(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in BOOL_STRINGS:
-        return BOOL_STRINGS[value.strip().lower()]
-    raise ValueError(value)
+    if to_bool(value) is None:
+        raise ValueError(value)
+    return to_bool(value)
 
 
 def _int(value):
@@ -73,7 +67,8 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         profile = var(host, "mig_profile")
         if profile in (None, ""):
             continue
-        if not isinstance(profile, str) or not PROFILE_RE.match(profile):
+        # a mig-parted config name is a label value (nvidia.com/mig.config=<name>)
+        if not is_label_value(profile, allow_empty=False):
             errors.append("mig_profile of %s must be a mig-parted config name such as all-1g.10gb or "
                           "all-disabled (a string, quoted in YAML if it looks like a number), got %r"
                           % (host, profile))
@@ -83,7 +78,7 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         groups = [g for g in (var(host, "group_names") or []) if prefix and g.startswith(prefix)]
         pools[host] = var(host, "mig_pool") or (groups[0] if groups else "ungrouped")
         # The pool name is compared with, and reported as, the node-pool label value.
-        if not isinstance(pools[host], str) or not PROFILE_RE.match(pools[host]):
+        if not is_label_value(pools[host], allow_empty=False):
             errors.append("mig_pool of %s is %r, not a label value (up to 63 letters, digits, '-', '_' and "
                           "'.', starting and ending with a letter or digit): use the pool's node-pool label "
                           "value such as h100-nvlink-training, or leave mig_pool unset to take the host's "

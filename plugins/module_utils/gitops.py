@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import as_bool
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     POOL_VARIABLE,
     host_pool,
@@ -70,7 +71,7 @@ def application(name, settings, wave, source, namespace=None, sync_options=None)
         "project": settings.get("project", "default"),
         "destination": {"server": settings.get("destination_server", "https://kubernetes.default.svc")},
         "source": source,
-        "syncPolicy": {"automated": {"prune": bool(settings.get("prune", False)), "selfHeal": True},
+        "syncPolicy": {"automated": {"prune": as_bool(settings.get("prune"), "gitops_prune", default=False), "selfHeal": True},
                        "syncOptions": list(sync_options or SYNC_OPTIONS)},
     }
     if namespace:

@@ -138,13 +138,13 @@ def to_bool(value):
     return None
 
 
-def as_bool(value, variable, default=None):
+def as_bool(value, variable, default=None, error=ValidationError):
     """The boolean `value` of `variable`; None gives `default` (when one is given), anything that is
-    not one of Ansible's boolean spellings raises ValidationError naming the variable and the fix."""
+    not one of Ansible's boolean spellings raises `error` (a DomainError class: the caller's domain
+    error, ValidationError by default) naming the variable and the fix."""
     if value is None and default is not None:
         return default
     result = to_bool(value)
     if result is None:
-        raise ValidationError("%s must be true or false, got %r: write true or false (yes/no, on/off and 1/0 "
-                              "are read the same way)" % (variable, value), variable=variable)
+        raise error("%s must be true or false, got %r" % (variable, value), variable=variable)
     return result

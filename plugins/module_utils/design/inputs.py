@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, as_bool, is_dns_label
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import site_prefix
 
 ALLOCATIONS = ("exclusive", "time-slicing", "mig")
@@ -59,7 +60,6 @@ REQUIREMENT_KEYS = {
 }
 
 _PROFILE_RE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class DesignError(DomainError):
@@ -95,11 +95,7 @@ def _int(where, value, minimum, default=None):
 
 
 def _bool(where, value, default):
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise DesignError("%s must be true or false, got %r" % (where, value))
-    return value
+    return default if value is None else as_bool(value, where, error=DesignError)
 
 
 def _choice(where, value, choices):
@@ -208,8 +204,9 @@ def normalize_tenants(tenants):
         where = "tenants_list[%d]" % index
         team = _mapping(where, team, allow_none=False)
         name = team.get("name")
-        if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
-            raise DesignError("%s.name %r must be a DNS-1123 label (the namespace)" % (where, name))
+        if not is_dns_label(name):
+            raise DesignError("%s.name %r must be a DNS-1123 label (the namespace): %s"
+                              % (where, name, DNS1123_LABEL_FIX))
         if name in result:
             raise DesignError("%s.name %r is listed twice" % (where, name))
         for key in ("quota", "queue", "labels"):

@@ -15,6 +15,7 @@ __metaclass__ = type
 from collections.abc import Mapping
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import to_bool
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     LABEL_DEPLOY_DRIVER,
     LABEL_DEPLOY_TOOLKIT,
@@ -69,8 +70,8 @@ def _node_name(host, value):
 
 
 def _bool_or_none(name, value):
-    if value is None or isinstance(value, bool):
-        return value
+    if value is None or to_bool(value) is not None:
+        return None if value is None else to_bool(value)
     raise DriverPlanError("driver_plan: %s must be true, false or null (auto), got %r" % (name, value))
 
 

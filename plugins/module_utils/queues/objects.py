@@ -42,6 +42,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     QUEUES_NS_NAME_LABEL,
     VAP_API_VERSION,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, is_dns_label
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX,
     POOL_VARIABLE,
@@ -51,7 +52,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools im
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _FACTOR = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50}
@@ -171,8 +171,8 @@ def render_kai(teams, departments):
     for i, dept in enumerate(departments):
         var = "queues_departments[%d]" % i
         name = dept.get("name") if isinstance(dept, dict) else None
-        if not name or not _DNS_LABEL.match(str(name)):
-            _fail(var + ".name", name, "not a DNS label", "name each department like a-z0-9 and -")
+        if not is_dns_label(name):
+            _fail(var + ".name", name, "not a DNS-1123 label", DNS1123_LABEL_FIX)
         if name in dept_names or name in (KAI_DEFAULT_QUEUE, KAI_DEFAULT_PARENT_QUEUE):
             _fail(var + ".name", name, "duplicate or reserved", "give each department its own name "
                   "(default-queue and default-parent-queue belong to the chart)")
@@ -266,8 +266,8 @@ def _kueue_amount(var, value, resource):
 def _kueue_queue(var, team, queue, pools):
     _unknown(var, queue, KUEUE_KEYS)
     cohort = queue.get("cohort")
-    if cohort is not None and not _DNS_LABEL.match(str(cohort)):
-        _fail(var + ".cohort", cohort, "not a DNS label", "name the cohort like a-z0-9 and -")
+    if cohort is not None and not is_dns_label(cohort):
+        _fail(var + ".cohort", cohort, "not a DNS-1123 label", DNS1123_LABEL_FIX)
     flavors = queue.get("flavors")
     if not isinstance(flavors, list) or not flavors:
         _fail(var + ".flavors", flavors, "missing or empty",
@@ -464,8 +464,9 @@ def team_queues(tenants):
     seen = set()
     for i, team in enumerate(tenants):
         name = team.get("name") if isinstance(team, dict) else None
-        if not name or not _DNS_LABEL.match(str(name)):
-            _fail("tenants_list[%d].name" % i, name, "not a DNS label", "name the team like a-z0-9 and -")
+        if not is_dns_label(name):
+            _fail("tenants_list[%d].name" % i, name, "not a DNS-1123 label",
+                  "a team name is its namespace and its queue: " + DNS1123_LABEL_FIX)
         if name in seen:
             _fail("tenants_list[%d].name" % i, name, "duplicate", "each team once")
         seen.add(name)
