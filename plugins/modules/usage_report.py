@@ -124,7 +124,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report as ur
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError, execute
 
 
 def _time(value, name):
@@ -212,11 +212,7 @@ def main():
         sample_interval=dict(type="float", default=15),
         validate_certs=dict(type="bool", default=True),
     ), supports_check_mode=True)
-    try:
-        result = run(module)
-    except DomainError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(**result)
+    execute(module, run)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
+def execute(module, body):
+    """Run body(module) -> result dict and exit with it; a DomainError or ApiError is a fail_json
+    with its message. The one translation of the collection's errors for modules: GpuPlatformModule
+    uses it (adding kubernetes.core's own errors), and so does a module that needs no cluster
+    (usage_report, export_files) without pulling in kubernetes.core."""
+    try:
+        result = body(module)
+    except DomainError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    except ApiError as exc:
+        module.fail_json(msg=str(exc), api_error=exc.to_dict())
+    module.exit_json(**result)
+
+
 class DomainError(ValueError):
     def __init__(self, msg, **details):
         super(DomainError, self).__init__(msg)
