@@ -17,6 +17,17 @@ description:
     O(dest) that this module generated earlier (they start with O(marker)) but are no longer listed.
   - Files without the marker are never touched, so a Git checkout can hold other files next to the export.
   - Used by the C(skaffon.gpu_platform.gitops_export) playbook. Check mode and diff mode supported.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the files that would be written or removed; nothing is written.
+  diff_mode:
+    support: full
+    details: Before and after of each written or removed file.
+  platform:
+    platforms: posix
 options:
   dest: {description: The export directory (created when missing)., type: path, required: true}
   files: {description: Relative path to file content., type: dict, required: true}

@@ -19,6 +19,17 @@ description:
     ClusterQueue when Prometheus has it, and the cost from the operator's prices per GPU hour.
   - Writes C(<name>.md), C(<name>.csv) and C(<name>.png) (headless matplotlib; skipped with a warning when
     matplotlib is not installed). In check mode nothing is written.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Queries Prometheus and reports the result; no file is written.
+  diff_mode:
+    support: none
+    details: The report files are not shown as a diff.
+  platform:
+    platforms: posix
 options:
   prometheus_url:
     description: Base URL of the Prometheus HTTP API.
