@@ -195,7 +195,8 @@ def _required(where, value, what):
 
 
 def normalize_tenants(tenants):
-    """tenants_list (issue 13 interface) as {name: entry}; only what the design reads is checked."""
+    """tenants_list (the tenants role's variable, as that role reads it) as {name: entry}; only what the
+    design reads is checked (the tenants role validates the rest when it applies the teams)."""
     tenants = plain(tenants) if tenants is not None else []
     if not isinstance(tenants, list):
         raise DesignError("tenants_list must be a list of teams, got %s" % type(tenants).__name__)

@@ -4,9 +4,9 @@
 """Readiness of the GPU Operator ClusterPolicy: evaluation, watch, diagnostics.
 
 `state: ready` alone is not enough: with reason NoGPUNodes or NFDLabelsMissing
-the operator is "ready" while serving no GPU (FACTS.md trap), so the Ready
-condition's reason decides; and a ready ClusterPolicy says nothing about a node
-whose taint the operand DaemonSets do not tolerate (issue 11), so the nodes the
+the operator is "ready" while serving no GPU, so the Ready condition's reason
+decides; and a ready ClusterPolicy says nothing about a node whose taint the
+operand DaemonSets do not tolerate (they are never scheduled there), so the nodes the
 caller expects must offer their GPUs too. Every wait is a watch (watch.py).
 """
 

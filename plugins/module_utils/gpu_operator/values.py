@@ -315,8 +315,8 @@ def _validate_taints(taints):
 
 
 def check_driver_crd(values):
-    """FACTS.md trap (gpu-operator#1795): NVIDIADriver CRs install drivers even
-    with driver.enabled=false. Refuse the combination, name the fix."""
+    """NVIDIADriver CRs install drivers even with driver.enabled=false (an upstream
+    operator behaviour), so host drivers would be replaced: refuse the combination, name the fix."""
     driver_enabled = get_path(values, ("driver", "enabled"), True)
     crd_enabled = get_path(values, ("driver", "nvidiaDriverCRD", "enabled"), False)
     if driver_enabled is False and crd_enabled is True:

@@ -4,8 +4,9 @@
 """driver_plan: who installs the NVIDIA driver and toolkit, cluster-wide.
 
 Pure function over the gpu_node facts of every GPU host (see gpu_node_facts),
-behind the filter skaffon.gpu_platform.driver_plan. Rules from
-shared/upstream/FACTS.md ("Drivers already on the node").
+behind the filter skaffon.gpu_platform.driver_plan. A driver or toolkit already working on
+a node is kept there (the per-node deploy labels switch the operator's copy off on it); the
+GPU Operator installs them on the nodes that lack them.
 """
 
 from __future__ import absolute_import, division, print_function

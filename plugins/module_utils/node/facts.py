@@ -40,7 +40,6 @@ QUERY_FIELDS = (
     "index", "name", "uuid", "pci.bus_id", "pci.device_id", "memory.total",
     "mig.mode.current", "mig.mode.pending", "driver_version",
 )
-QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv"]
 # Fields a driver may lack: mig.mode.* before MIG (< 450); driver_version is deprecated
 # for kmd_version from driver 610 (removed with CUDA 14). Asked only when offered.
 REQUIRED_FIELDS = QUERY_FIELDS[:6]

@@ -6,15 +6,15 @@
 Pure functions, no cluster access: render(backend, teams, departments, pools)
 validates everything and returns the objects in apply order (parents before
 children, flavors before ClusterQueues before LocalQueues), or raises
-DomainError naming the variable, the value and the fix. Traps from
-shared/upstream/FACTS.md:
+DomainError naming the variable, the value and the fix. The backends' traps
+it guards against:
 
 - KAI: an unset `limit` is 0 and blocks the queue and its children; an unset
   `overQuotaWeight` is 0 (no share above quota). Every queue gets quota, limit
   and overQuotaWeight for gpu, cpu and memory. Units: gpu devices, cpu
   millicores, memory megabytes; -1 = unlimited.
-- Any namespace may name any KAI queue (KAI issue #2068): a
-  ValidatingAdmissionPolicy refuses, in a team namespace, an object whose queue
+- Any namespace may name any KAI queue (KAI does not check who names a
+  queue): a ValidatingAdmissionPolicy refuses, in a team namespace, an object whose queue
   label names another team's queue (queue name = team name = namespace).
 - Kueue: `borrowingLimit` only with a cohort; every flavor of a resource group
   lists every covered resource; `namespaceSelector` null matches nothing, so
@@ -408,7 +408,7 @@ def render_kueue(teams, pools, tenants=None):
     return flavor_objects(dict((n, pools[n]) for n in used)) + cqs + lqs
 
 
-# -- admission policy (KAI issue #2068) ---------------------------------------------------
+# -- admission policy: only the namespace's own queue may be named --------------------------
 
 def queue_policy(backend, team_names, also_allowed=()):
     """Refuse, in a team namespace, any object whose queue label names another queue than the team's.
