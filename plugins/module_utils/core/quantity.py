@@ -57,14 +57,6 @@ def parse_quantity(value):
     return Fraction(-((-nanos.numerator) // nanos.denominator), 10 ** 9)
 
 
-def same_quantity(a, b):
-    """True when both parse to the same number (text that does not parse compares as text)."""
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except QuantityError:
-        return str(a) == str(b)
-
-
 def normalize_quantities(mapping):
     """{resource: quantity} -> {resource: Fraction} for comparison; None stays None."""
     if mapping is None:

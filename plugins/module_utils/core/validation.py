@@ -112,10 +112,6 @@ def dns_label_error(variable, value):
     return _error(variable, value, dns_label_problem(value))
 
 
-def dns_subdomain_error(variable, value, max_length=DNS1123_SUBDOMAIN_MAX):
-    return _error(variable, value, dns_subdomain_problem(value, max_length))
-
-
 def label_key_error(variable, value):
     return _error(variable, value, label_key_problem(value))
 

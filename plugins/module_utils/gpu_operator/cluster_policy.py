@@ -48,7 +48,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     WAITING_PULL_FAILURES,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.watch import ObjectWatch, instance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_dns_subdomain
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_subdomain_problem, is_dns_subdomain
 
 # Reasons a Ready=True condition can carry; only Reconciled means GPUs are served.
 READY_REASONS = (REASON_RECONCILED, REASON_NO_GPU_NODES, REASON_NFD_LABELS_MISSING)
@@ -519,9 +519,8 @@ def run(module, waiter_class=ClusterPolicyWaiter):
             raise DomainError("%s must be >= 0 seconds, got %s: give a number of seconds" % (key, params[key]))
     bad = [n for n in params["expect_nodes"] if not is_dns_subdomain(n)]
     if bad:
-        raise DomainError("expect_nodes: %s %s not a valid node name (a DNS-1123 subdomain: lowercase letters, "
-                          "digits, '-' and '.'): give the Kubernetes node names" % (
-                              ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are"))
+        raise DomainError("expect_nodes: %s %s not a valid node name (%s): give the Kubernetes node names" % (
+            ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are", dns_subdomain_problem(bad[0])))
     if not module.kube.served(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND):
         if module.check_mode:
             # A check-mode install has not created the CRD: nothing to wait for yet.

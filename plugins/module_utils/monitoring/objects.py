@@ -240,16 +240,6 @@ def metrics_csv(s):
     return "\n".join(lines) + "\n"
 
 
-def parse_metrics_csv(text):
-    """Field names of an exporter metrics CSV (comments and blank lines skipped)."""
-    names = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            names.append(line.split(",")[0].strip())
-    return names
-
-
 def dcgm_values(given=None):
     """The dcgmExporter fragment of the GPU Operator chart values (deep-merge it into
     gpu_operator_values): our metrics CSV as a chart-created ConfigMap, the ServiceMonitor."""
@@ -456,11 +446,6 @@ def prometheus_rule(given=None):
 def dashboards(given=None):
     """ConfigMaps the Grafana sidecar loads (one dashboard JSON each)."""
     return monitoring_dashboards.configmaps(settings(given))
-
-
-def panel_queries(configmap):
-    """(dashboard title, panel title, expr) of every panel target of a dashboard ConfigMap."""
-    return monitoring_dashboards.queries(configmap)
 
 
 def required_crds(given=None):

@@ -261,22 +261,6 @@ def classify_smi_error(rc, output, in_container=False, kernel_module=None, kerne
     return ("nvidia_smi_failed", "nvidia-smi exited with rc=%s: %s" % (rc, first), nvml)
 
 
-def parse_smi_version(text):
-    """`nvidia-smi --version` -> {'nvidia_smi', 'nvml', 'driver', 'cuda'}."""
-    keys = {"nvidia-smi version": "nvidia_smi", "nvml version": "nvml",
-            "driver version": "driver", "cuda version": "cuda",
-            # driver 610: the two above read "Deprecated, see ... instead"
-            "kmd version": "driver", "cuda umd version": "cuda"}
-    result = {}
-    for line in (text or "").splitlines():
-        if ":" in line:
-            key, value = line.split(":", 1)
-            name = keys.get(key.strip().lower())
-            if name and not value.strip().lower().startswith("deprecated"):
-                result[name] = value.strip()
-    return result
-
-
 # --- kernel module -------------------------------------------------------------
 
 _PROC_VERSION_RE = re.compile(

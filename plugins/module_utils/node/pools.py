@@ -35,8 +35,9 @@ from collections.abc import Mapping
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (
-    is_label_value,
+    label_key_error,
     label_key_problem,
+    label_value_error,
 )
 
 def site_prefix(prefix=None):
@@ -133,13 +134,13 @@ def pool_taints(taints, prefix=DEFAULT_PREFIX, host=None):
             raise PoolError("%s[%d] has unknown fields %s (known: key, value, effect)"
                             % (where, index, ", ".join(unknown)), variable=TAINTS_VARIABLE)
         key = full_key(taint["key"], prefix)
-        problem = label_key_problem(key)
-        if problem:
-            raise PoolError("%s[%d].key %r: %s" % (where, index, key, problem), variable=TAINTS_VARIABLE)
+        error = label_key_error("%s[%d].key" % (where, index), key)
+        if error:
+            raise PoolError(error, variable=TAINTS_VARIABLE)
         value = "" if taint.get("value") is None else str(taint["value"])
-        if not is_label_value(value):
-            raise PoolError("%s[%d].value %r must be a label value (<= 63 of [A-Za-z0-9-_.], "
-                            "alphanumeric at both ends)" % (where, index, value), variable=TAINTS_VARIABLE)
+        error = label_value_error("%s[%d].value" % (where, index), value)
+        if error:
+            raise PoolError(error, variable=TAINTS_VARIABLE)
         if taint.get("effect") not in TAINT_EFFECTS:
             raise PoolError("%s[%d].effect must be one of %s, got %r"
                             % (where, index, ", ".join(TAINT_EFFECTS), taint.get("effect")),

@@ -42,7 +42,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     QUEUES_NS_NAME_LABEL,
     VAP_API_VERSION,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, is_dns_label
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX,
     POOL_VARIABLE,
@@ -172,7 +172,7 @@ def render_kai(teams, departments):
         var = "queues_departments[%d]" % i
         name = dept.get("name") if isinstance(dept, dict) else None
         if not is_dns_label(name):
-            _fail(var + ".name", name, "not a DNS-1123 label", DNS1123_LABEL_FIX)
+            raise DomainError(dns_label_error(var + ".name", name), variable=var + ".name")
         if name in dept_names or name in (KAI_DEFAULT_QUEUE, KAI_DEFAULT_PARENT_QUEUE):
             _fail(var + ".name", name, "duplicate or reserved", "give each department its own name "
                   "(default-queue and default-parent-queue belong to the chart)")
@@ -267,7 +267,7 @@ def _kueue_queue(var, team, queue, pools):
     _unknown(var, queue, KUEUE_KEYS)
     cohort = queue.get("cohort")
     if cohort is not None and not is_dns_label(cohort):
-        _fail(var + ".cohort", cohort, "not a DNS-1123 label", DNS1123_LABEL_FIX)
+        raise DomainError(dns_label_error(var + ".cohort", cohort), variable=var + ".cohort")
     flavors = queue.get("flavors")
     if not isinstance(flavors, list) or not flavors:
         _fail(var + ".flavors", flavors, "missing or empty",
@@ -465,8 +465,8 @@ def team_queues(tenants):
     for i, team in enumerate(tenants):
         name = team.get("name") if isinstance(team, dict) else None
         if not is_dns_label(name):
-            _fail("tenants_list[%d].name" % i, name, "not a DNS-1123 label",
-                  "a team name is its namespace and its queue: " + DNS1123_LABEL_FIX)
+            raise DomainError(dns_label_error("tenants_list[%d].name" % i, name) + " (a team name is its namespace "
+                              "and its queue)", variable="tenants_list[%d].name" % i)
         if name in seen:
             _fail("tenants_list[%d].name" % i, name, "duplicate", "each team once")
         seen.add(name)

@@ -17,7 +17,6 @@ __metaclass__ = type
 import difflib
 import hashlib
 import json
-import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
