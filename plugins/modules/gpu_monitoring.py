@@ -27,10 +27,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: The writes are sent as server-side dry runs.
+    details: The rules, alerts and dashboards are written as server-side dry runs.
   diff_mode:
     support: full
-    details: Before and after of each changed object.
+    details: Before and after of each monitoring object that changes.
   platform:
     platforms: posix
   action_group:
