@@ -13,8 +13,12 @@ so a rule written differently in two places lets an input pass one role and fail
 collect problems in their own frame; `*_error(variable, value)` is the whole message, naming
 the variable, the value and the fix.
 
-Booleans: a role input may arrive as a string (`-e mig_drain=no`); `to_bool` accepts exactly
-the spellings Ansible's own `bool` type accepts (ansible.module_utils.parsing.convert_bool).
+Booleans: a scalar role variable may arrive as a string (`-e mig_drain=no`); `to_bool` accepts
+exactly the spellings Ansible's own `bool` type accepts (ansible.module_utils.parsing.convert_bool),
+and every filter and module that reads such a variable parses it here. A boolean inside a
+structured value (a team's images.require_digest, monitoring's service_monitor.enabled) stays a
+YAML boolean, checked by type: -e never turns a nested value into a string, and a quoted one
+there is a typo the role refuses.
 """
 
 from __future__ import absolute_import, division, print_function
