@@ -16,7 +16,7 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, as_bool, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, is_dns_label
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import site_prefix
 
 ALLOCATIONS = ("exclusive", "time-slicing", "mig")
@@ -95,7 +95,12 @@ def _int(where, value, minimum, default=None):
 
 
 def _bool(where, value, default):
-    return default if value is None else as_bool(value, where, error=DesignError)
+    # nested in platform_requirements: a YAML boolean (core/validation.py parses scalar variables only)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise DesignError("%s must be true or false, got %r" % (where, value))
+    return value
 
 
 def _choice(where, value, choices):

@@ -6,7 +6,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.mig_rollout import mig_rollout_plan
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import validation as v
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.inputs import normalize_requirements
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import application
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import operator_values
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import objects as queues
@@ -62,7 +61,6 @@ def test_the_same_spellings_everywhere():
     assert operator_values({"driver_enabled": True, "toolkit_enabled": True, "nodes": {}},
                            dcgm_hostengine="y")["dcgm"]["enabled"] is True
     assert driver_plan({}, driver_enabled="n")["driver_enabled"] is False
-    assert normalize_requirements({"air_gapped": "yes"}, {}, {})["air_gapped"] is True
     # a quoted "false" used to be truthy: Argo CD would have pruned
     assert application("x", {"prune": "false"}, 0, {})["spec"]["syncPolicy"]["automated"]["prune"] is False
 
