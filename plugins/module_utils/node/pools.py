@@ -19,6 +19,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (
+    label_key_error,
+    label_key_problem,
+    label_value_error,
+)
+
 DEFAULT_PREFIX = "gpu.skaffon.io/"
 POOL_KEYS = ("accelerator", "topology", "fabric", "workload", "sharing", "trust")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -31,14 +40,6 @@ NODE_NAME_VARIABLE = "node_prereqs_node_name"
 SITE_VARIABLE = "gpu_platform_label_prefix"
 HOST_VARIABLE = "node_prereqs_label_prefix"
 
-from collections.abc import Mapping
-
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (
-    label_key_error,
-    label_key_problem,
-    label_value_error,
-)
 
 def site_prefix(prefix=None):
     """gpu_platform_label_prefix as given, else the default."""

@@ -29,11 +29,11 @@ DCGM = os.path.join(UPSTREAM, "dcgm-exporter")
 HELM = os.path.join(REPO, ".venv", "bin", "helm3")
 
 
-
 def _metrics_csv_fields(text):
     """Field names of an exporter metrics CSV (comments and blank lines skipped)."""
     return [line.split(",")[0].strip() for line in (raw.strip() for raw in text.splitlines())
             if line and not line.startswith("#")]
+
 
 def need(path):
     if not os.path.exists(path):
