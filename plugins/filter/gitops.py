@@ -7,27 +7,28 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter()
 def gitops_files(settings, releases=None, layers=None, nodes=None):
     if not settings.get("repo_url"):
-        raise AnsibleFilterError("gitops_repo_url must name the Git repository Argo CD reads the export from "
-                                 "(for example https://git.example/platform/gpu-gitops.git)")
+        raise DomainError("gitops_repo_url must name the Git repository Argo CD reads the export from "
+                          "(for example https://git.example/platform/gpu-gitops.git)")
     return export(settings, releases or {}, layers or {},
                   dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
 
 
+@domain_filter()
 def tenants_objects(teams, settings=None):
     """The objects roles/tenants applies for tenants_list, validated the same way (without the cluster checks)."""
     merged = tenants.default_settings(**(settings or {}))
     problems = tenants.validate(teams or [], merged)
     if problems:
-        raise AnsibleFilterError("tenants_list cannot be exported: " + "; ".join(problems))
+        raise DomainError("tenants_list cannot be exported: " + "; ".join(problems))
     return tenants.render_all(teams or [], merged)
 
 

@@ -7,8 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
     check_trust,
     pending,
@@ -29,11 +28,12 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
     return problems(rendered) if check_only else domain_filter()(rendered)()
 
 
+@domain_filter("time_slicing_pending")
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):
     try:
         return pending(rendered, nodes or [], gpu_nodes or ())
-    except (KeyError, TypeError, ValueError) as exc:   # ValueError: a DomainError too
-        raise AnsibleFilterError("time_slicing_pending: %s" % exc)
+    except (KeyError, TypeError, ValueError) as exc:   # not the output of time_slicing_config
+        raise DomainError(str(exc))
 
 
 class FilterModule(object):

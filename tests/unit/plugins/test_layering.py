@@ -6,6 +6,7 @@ core <- node <- gpu_operator/sharing/mig <- tenants/queues/quota/monitoring <- a
 Packages of one tier may use each other, but never in a cycle.
 """
 import ast
+import glob
 import os
 
 import pytest
@@ -104,3 +105,12 @@ def test_modules_without_a_cluster_do_not_load_the_kubernetes_client(module):
     names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module] + [
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert not [n for n in names if n.startswith("ansible_collections.kubernetes") or n.endswith("module_base")]
+
+
+def test_filters_translate_errors_in_one_place():
+    """A filter raises the domain's DomainError; plugin_utils/filter_errors.py alone makes it Ansible's."""
+    filters = sorted(glob.glob(os.path.join(PLUGINS, "filter", "*.py")))
+    assert filters
+    for path in filters:
+        with open(path) as handle:
+            assert "AnsibleFilterError" not in handle.read(), path
