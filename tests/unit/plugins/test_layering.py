@@ -56,7 +56,7 @@ def test_every_module_utils_package_has_a_tier():
     assert set(package for _path, package in FILES if package != "__init__") <= set(TIER)
 
 
-@pytest.mark.parametrize("path,package", FILES, ids=[os.path.relpath(p, MODULE_UTILS) for p, _ in FILES])
+@pytest.mark.parametrize("path,package", FILES, ids=[os.path.relpath(f[0], MODULE_UTILS) for f in FILES])
 def test_module_utils_imports_no_leaf_and_nothing_above_it(path, package):
     for dotted in _imports(path):
         kind = dotted[len(PREFIX):].split(".")[0]
