@@ -354,7 +354,7 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
         "toolkit": {"enabled": plan["toolkit_enabled"]},
     }
     if not plan["driver_enabled"]:
-        # Keep the CRD mode off with host drivers (gpu-operator#1795).
+        # Keep the CRD mode off with host drivers: NVIDIADriver resources would install drivers anyway.
         values["driver"]["nvidiaDriverCRD"] = {"enabled": False}
 
     if mig_strategy is not None:
