@@ -7,11 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.report import junit, markdown
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import TimeSlicingError
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
 def acceptance_markdown(results, meta=None):
@@ -22,11 +21,9 @@ def acceptance_junit(results, meta=None):
     return junit(results, meta or {})
 
 
+@domain_filter()
 def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None):
-    try:
-        return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries)
-    except TimeSlicingError as exc:
-        raise AnsibleFilterError(str(exc))
+    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries)
 
 
 class FilterModule(object):

@@ -7,14 +7,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.audit_policy import render, team_names
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter("audit_policy")
 def audit_policy(tenants):
     if not isinstance(tenants, list):
-        raise AnsibleFilterError("audit_policy: tenants_list = %r: must be the list of teams ({name: ...})" % (tenants,))
+        raise DomainError("tenants_list = %r: must be the list of teams ({name: ...})" % (tenants,))
     return render(team_names(tenants))
 
 

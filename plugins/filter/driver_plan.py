@@ -7,18 +7,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import DriverPlanError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import driver_plan as _plan
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter()
 def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False, only=None, group=None):
-    try:
-        return _plan(hosts, driver_enabled=driver_enabled, toolkit_enabled=toolkit_enabled,
-                     driver_precompiled=driver_precompiled, only=only, group=group)
-    except DriverPlanError as exc:
-        raise AnsibleFilterError(str(exc))
+    return _plan(hosts, driver_enabled=driver_enabled, toolkit_enabled=toolkit_enabled,
+                 driver_precompiled=driver_precompiled, only=only, group=group)
 
 
 class FilterModule(object):

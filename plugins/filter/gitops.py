@@ -7,39 +7,39 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import TimeSlicingError
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter()
 def gitops_files(settings, releases=None, layers=None, nodes=None):
     if not settings.get("repo_url"):
-        raise AnsibleFilterError("gitops_repo_url must name the Git repository Argo CD reads the export from "
-                                 "(for example https://git.example/platform/gpu-gitops.git)")
+        raise DomainError("gitops_repo_url must name the Git repository Argo CD reads the export from "
+                          "(for example https://git.example/platform/gpu-gitops.git)")
     return export(settings, releases or {}, layers or {},
                   dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
 
 
+@domain_filter()
 def tenants_objects(teams, settings=None):
     """The objects roles/tenants applies for tenants_list, validated the same way (without the cluster checks)."""
     merged = tenants.default_settings(**(settings or {}))
     problems = tenants.validate(teams or [], merged)
     if problems:
-        raise AnsibleFilterError("tenants_list cannot be exported: " + "; ".join(problems))
+        raise DomainError("tenants_list cannot be exported: " + "; ".join(problems))
     return tenants.render_all(teams or [], merged)
 
 
+@domain_filter()
 def gitops_platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
-    try:
-        return platform_objects(operator_namespace, psa_version, time_slicing)
-    except TimeSlicingError as exc:
-        raise AnsibleFilterError(str(exc))
+    return platform_objects(operator_namespace, psa_version, time_slicing)
 
 
+@domain_filter()
 def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
-    return node_patches(hostvars, hosts, plan, time_slicing)   # node_pools raises AnsibleFilterError itself
+    return node_patches(hostvars, hosts, plan, time_slicing)
 
 
 class FilterModule(object):

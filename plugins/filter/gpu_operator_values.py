@@ -8,16 +8,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import (
-    OperatorValuesError,
     operator_values,
     scrub,
     secret_strings,
     untolerated_nodes,
     values_diff,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
 
 
 def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
@@ -27,8 +26,8 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
                         gpu_access_by_request=None):
     """The chart values; with check_only, the list of input errors instead (empty when fine),
     so the role can show them from a task that does not print the values."""
-    try:
-        values = operator_values(
+    def values():
+        return operator_values(
             plan, user_values=user_values, mig_strategy=mig_strategy,
             service_monitor=service_monitor, image_mirror=image_mirror,
             image_mirror_layout=image_mirror_layout or "path",
@@ -36,11 +35,7 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
             device_plugin_config=device_plugin_config,
             values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
             gpu_access_by_request=gpu_access_by_request)
-    except OperatorValuesError as exc:
-        if check_only:
-            return [str(exc)]
-        raise AnsibleFilterError(str(exc))
-    return [] if check_only else values
+    return problems(values) if check_only else domain_filter()(values)()
 
 
 def gpu_operator_values_diff(current, desired, secret_paths=None):

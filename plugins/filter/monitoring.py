@@ -8,17 +8,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter()
 def _call(fn, settings):
-    try:
-        return fn(settings)
-    except DomainError as exc:
-        raise AnsibleFilterError(exc.msg)
+    return fn(settings)
 
 
 def monitoring_dcgm_values(settings=None):

@@ -10,32 +10,26 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import DEFAULT_PREFIX
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import chart_values, pools_from_hostvars, render
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter("queue_objects")
 def queue_objects(tenants, backend="none", departments=None, pools=None, kai_default_queue="block"):
-    try:
-        return render(backend, tenants, departments, pools, kai_default_queue)
-    except DomainError as exc:
-        raise AnsibleFilterError("queue_objects: %s" % exc.msg)
+    return render(backend, tenants, departments, pools, kai_default_queue)
 
 
-def queue_pools(hostvars, only=None, label_prefix="gpu.skaffon.io/"):
-    try:
-        hosts = list(only) if only is not None else list(hostvars.keys())
-        return pools_from_hostvars(hostvars, hosts, label_prefix)
-    except DomainError as exc:
-        raise AnsibleFilterError("queue_pools: %s" % exc.msg)
+@domain_filter("queue_pools")
+def queue_pools(hostvars, only=None, label_prefix=DEFAULT_PREFIX):
+    hosts = list(only) if only is not None else list(hostvars.keys())
+    return pools_from_hostvars(hostvars, hosts, label_prefix)
 
 
+@domain_filter("queue_chart_values")
 def queue_chart_values(backend, image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
                        user_values=None):
-    try:
-        return chart_values(backend, image_mirror, image_mirror_layout, image_pull_secrets, user_values)
-    except DomainError as exc:
-        raise AnsibleFilterError("queue_chart_values: %s" % exc.msg)
+    return chart_values(backend, image_mirror, image_mirror_layout, image_pull_secrets, user_values)
 
 
 class FilterModule(object):

@@ -7,36 +7,33 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
-    TimeSlicingError,
     check_trust,
     pending,
     render,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
 
 
 def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mixed_trust_values=None,
                         allow_mixed_trust=False, gpu_nodes=None, check_only=False):
     """The rendered configs; with check_only, the list of input errors instead (empty when fine)."""
-    try:
-        rendered = render(spec)
+    def rendered():
+        out = render(spec)
         if nodes is not None:
-            rendered.update(check_trust(rendered, nodes, trust_label, mixed_trust_values or ["mixed"],
-                                        allow_mixed_trust, gpu_nodes or ()))
-    except TimeSlicingError as exc:
-        if check_only:
-            return [str(exc)]
-        raise AnsibleFilterError(str(exc))
-    return [] if check_only else rendered
+            out.update(check_trust(out, nodes, trust_label, mixed_trust_values or ["mixed"],
+                                   allow_mixed_trust, gpu_nodes or ()))
+        return out
+    return problems(rendered) if check_only else domain_filter()(rendered)()
 
 
+@domain_filter("time_slicing_pending")
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):
     try:
         return pending(rendered, nodes or [], gpu_nodes or ())
-    except (TimeSlicingError, KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError("time_slicing_pending: %s" % exc)
+    except (KeyError, TypeError, ValueError) as exc:   # not the output of time_slicing_config
+        raise DomainError(str(exc))
 
 
 class FilterModule(object):

@@ -23,6 +23,19 @@ description:
   - In check mode nothing is created; checks that need a test pod report SKIP.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is created; the checks that need a test pod report SKIP, the others run (they only read).
+  diff_mode:
+    support: none
+    details: The checks change nothing that a diff could show.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   checks:
     description: Ids of the checks to run (protocol order is kept).

@@ -22,6 +22,19 @@ description:
     object.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: The rules, alerts and dashboards are written as server-side dry runs.
+  diff_mode:
+    support: full
+    details: Before and after of each monitoring object that changes.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   objects:
     description: The objects to converge (each with apiVersion, kind, metadata.name and metadata.namespace).

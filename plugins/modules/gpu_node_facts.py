@@ -54,16 +54,21 @@ options:
       - Needs the C(timeout) utility on the host; without it commands run unbounded.
     type: int
     default: 30
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 attributes:
   check_mode:
-    description: Runs normally in check mode; it never changes the host.
     support: full
+    details: Runs normally in check mode; it never changes the host.
   diff_mode:
-    description: Nothing changes, so there is no diff.
     support: none
+    details: Nothing changes, so there is no diff.
   facts:
-    description: Returns its result as facts under C(ansible_facts.gpu_node).
     support: full
+    details: Returns its result as facts under C(ansible_facts.gpu_node).
+  platform:
+    platforms: posix
 notes:
   - Facts are returned under the single key C(gpu_node) (C(ansible_facts.gpu_node)).
   - Binaries are looked up under O(root) in C(/usr/bin), C(/usr/sbin), C(/usr/local/bin), C(/bin),

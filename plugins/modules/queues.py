@@ -25,6 +25,19 @@ description:
   - In check mode the writes are server-side dry runs; C(--diff) shows each changed object.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: The queue objects and the admission policy are written as server-side dry runs.
+  diff_mode:
+    support: full
+    details: Before and after of each queue object that changes.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   backend:
     description: The queue backend the objects belong to (named in messages).

@@ -24,6 +24,19 @@ description:
     again writes nothing.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: Validates the change and reports it; nothing is written.
+  diff_mode:
+    support: full
+    details: The quota value before and after.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   team: {description: The team (its namespace)., type: str, required: true}
   resource:

@@ -31,14 +31,19 @@ description:
     that still runs pods only with O(force) as well. Objects without the managed-by label are never changed.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Computes the changes locally; no write request is sent (not even a dry run).
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
+    details: Before and after of each object that differs.
+  platform:
+    platforms: posix
+  action_group:
+    membership: [skaffon.gpu_platform.k8s]
 options:
   tenants:
     description: The teams (the role's C(tenants_list)); see the role documentation for the keys.

@@ -19,6 +19,17 @@ description:
     ClusterQueue when Prometheus has it, and the cost from the operator's prices per GPU hour.
   - Writes C(<name>.md), C(<name>.csv) and C(<name>.png) (headless matplotlib; skipped with a warning when
     matplotlib is not installed). In check mode nothing is written.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Queries Prometheus and reports the result; no file is written.
+  diff_mode:
+    support: none
+    details: The report files are not shown as a diff.
+  platform:
+    platforms: posix
 options:
   prometheus_url:
     description: Base URL of the Prometheus HTTP API.
@@ -124,7 +135,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report as ur
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError, execute
 
 
 def _time(value, name):
@@ -212,11 +223,7 @@ def main():
         sample_interval=dict(type="float", default=15),
         validate_certs=dict(type="bool", default=True),
     ), supports_check_mode=True)
-    try:
-        result = run(module)
-    except DomainError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(**result)
+    execute(module, run)
 
 
 if __name__ == "__main__":

@@ -267,7 +267,7 @@ def test_gpu_failure_fires_the_alert_in_prometheus(cluster, prometheus):
 
 def test_every_dashboard_panel_query_returns_series(cluster, prometheus):
     sim, _ = cluster
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.objects import panel_queries
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.dashboards import queries as panel_queries
     prometheus.wait(lambda: prometheus.query('up{node="gpu-h100-1"} == 1'), 60, "exporter back up")
     cms = kget(sim, "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1")["items"]
     queries = [q for cm in cms for q in panel_queries(cm)]
@@ -297,7 +297,7 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
     Prometheus evaluates every rule without error: no rule reads a series nothing exports."""
     sim, _ = cluster
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.objects import panel_queries
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring.dashboards import queries as panel_queries
     # a pod holding a GPU, so the selectors on pod-held GPUs have a series to match
     kubectl(sim, "create", "namespace", "team-a", check=False)
     kubectl(sim, "apply", "-f", "-", stdin=json.dumps(gpu_pod("ksm-train", "gpu-h100-1", 70)))

@@ -55,11 +55,8 @@ def wait_for(ctx, api_version, kind, name, namespace, predicate, timeout):
 
 
 def pod_log(ctx, namespace, name):
-    from kubernetes.client import CoreV1Api
-
-    core = CoreV1Api(ctx.kube.dynamic.client)
-    return ctx.kube.call("GET", "Pod log", name, namespace,
-                         lambda: core.read_namespaced_pod_log(name, namespace)) or ""
+    """A test pod's log ("" when it has none yet)."""
+    return ctx.kube.log(name, namespace) or ""
 
 
 def test_pod(ctx, name, resources, node_selector=None, image=None):

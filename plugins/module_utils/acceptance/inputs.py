@@ -13,14 +13,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_prefix
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_pool, toleration
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import render
 
 GPU_QUOTA_KEY = upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE
-
-
-def _taint_key(key, prefix):
-    return key if "/" in key else prefix + key
 
 
 def gpu_nodes(hostvars, hosts, time_slicing=None):
@@ -29,7 +25,8 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
     nodes, tolerations = [], []
     for host in hosts:
         hv = hostvars.get(host) or {}
-        name = hv.get("node_prereqs_node_name") or host
+        pool = host_pool(hv, host)
+        name = pool["name"]
         entry = {"name": name, "mode": "exclusive"}
         facts = hv.get("gpu_node") or {}
         if facts.get("gpu_count"):
@@ -43,10 +40,8 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
         elif key and (rendered["expected"].get(key) or {}).get("replicas"):
             entry.update(mode="time-slicing", replicas=int(rendered["expected"][key]["replicas"]))
         nodes.append(entry)
-        prefix = host_prefix(hv)
-        for taint in hv.get("node_prereqs_pool_taints") or []:
-            tol = {"key": _taint_key(taint["key"], prefix), "operator": "Equal", "value": str(taint.get("value", "")),
-                   "effect": taint.get("effect", "NoSchedule")}
+        for taint in pool["taints"]:
+            tol = toleration(taint)
             if tol not in tolerations:
                 tolerations.append(tol)
     gpu_tol = {"key": upstream.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}

@@ -5,7 +5,11 @@
 
 DomainError: the input or the cluster is not what the task needs (a profile the GPU
 does not offer, a team name that is not a DNS label). Its message names the
-variable, the value and the fix; `details` are returned next to `msg`.
+variable, the value and the fix; `details` are returned next to `msg`. Every domain's
+own error (DesignError, QuantityError, TimeSlicingError, ...) derives from it, so a module
+(GpuPlatformModule.execute) and a filter (plugin_utils/filter_errors.py) each translate
+one class in one place. It is a ValueError too: callers that parse with `except ValueError`
+keep working.
 
 ApiError: the Kubernetes API refused or could not be reached. It names the verb,
 the kind, the object and the server's message, with a hint where one is known.
@@ -21,7 +25,21 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-class DomainError(Exception):
+def execute(module, body):
+    """Run body(module) -> result dict and exit with it; a DomainError or ApiError is a fail_json
+    with its message. The one translation of the collection's errors for modules: GpuPlatformModule
+    uses it (adding kubernetes.core's own errors), and so does a module that needs no cluster
+    (usage_report, export_files) without pulling in kubernetes.core."""
+    try:
+        result = body(module)
+    except DomainError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    except ApiError as exc:
+        module.fail_json(msg=str(exc), api_error=exc.to_dict())
+    module.exit_json(**result)
+
+
+class DomainError(ValueError):
     def __init__(self, msg, **details):
         super(DomainError, self).__init__(msg)
         self.msg = msg

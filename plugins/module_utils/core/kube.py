@@ -35,7 +35,6 @@ except ImportError:  # pragma: no cover - AnsibleK8SModule reports the missing l
 
 DRY_RUN_ALL = "All"
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 READ_VERBS = ("GET", "LIST", "WATCH")
 WRITE_5XX_HINT = ("the API server failed; a write is not retried blindly (it may have been applied): "
                   "re-run the task, it reads the current state first")
@@ -127,7 +126,7 @@ def forbidden_hint(verb, kind, namespace, message=""):
     if "violates PodSecurity" in message:
         return "the namespace's Pod Security level refuses this pod spec (see the message for the fields)"
     rbac_verb = {"GET": "get", "LIST": "list", "WATCH": "watch", "CREATE": "create", "PATCH": "patch",
-                 "APPLY": "patch", "REPLACE": "update", "DELETE": "delete"}.get(verb, verb.lower())
+                 "APPLY": "patch", "DELETE": "delete"}.get(verb, verb.lower())
     scope = ("in namespace %s (a Role)" % namespace) if namespace else "cluster-wide (a ClusterRole)"
     return "the credentials lack RBAC verb '%s' on %s %s" % (rbac_verb, rbac_resource(kind), scope)
 
@@ -273,13 +272,6 @@ class Kube(object):
         res = self.resource(body["apiVersion"], body["kind"])
         return as_dict(self.call("CREATE", body["kind"], meta.get("name"), meta.get("namespace"),
                                  lambda: res.create(body=body, **self._dry(
-                                     dict(namespace=meta.get("namespace")), dry_run))))
-
-    def replace(self, body, dry_run=False):
-        meta = body.get("metadata") or {}
-        res = self.resource(body["apiVersion"], body["kind"])
-        return as_dict(self.call("REPLACE", body["kind"], meta.get("name"), meta.get("namespace"),
-                                 lambda: res.replace(body=body, **self._dry(
                                      dict(namespace=meta.get("namespace")), dry_run))))
 
     def patch(self, api_version, kind, name, patch, namespace=None, content_type=MERGE_PATCH, dry_run=False):

@@ -10,8 +10,9 @@
 `GpuPlatformModule` merges kubernetes.core's AUTH_ARG_SPEC, holds the client
 (`module.kube`, see kube.py) and runs the body so that DomainError, ApiError
 (ClientError too: no client could be made) and kubernetes.core's CoreException
-all end in fail_json, never a traceback.
-AnsibleModule is imported here and nowhere else.
+all end in fail_json, never a traceback (errors.execute, the one translation for modules).
+kubernetes.core's AnsibleModule is imported here and nowhere else; a module that needs no cluster
+(gpu_node_facts, usage_report, export_files) uses Ansible's own, the latter two with errors.execute.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,7 +26,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import errors
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import connect
 
 
@@ -57,13 +58,11 @@ class GpuPlatformModule(AnsibleK8SModule):
         return self._kube
 
     def execute(self, body):
-        """Run body(self) -> result dict and exit with it; every known failure is a message."""
-        try:
-            result = body(self)
-        except DomainError as exc:
-            self.fail_json(msg=exc.msg, **exc.details)
-        except ApiError as exc:
-            self.fail_json(msg=str(exc), api_error=exc.to_dict())
-        except CoreException as exc:
-            self.fail_from_exception(exc)
-        self.exit_json(**result)
+        """Run body(self) -> result dict and exit with it; every known failure is a message
+        (errors.execute, plus kubernetes.core's CoreException)."""
+        def guarded(module):
+            try:
+                return body(module)
+            except CoreException as exc:
+                module.fail_from_exception(exc)
+        errors.execute(self, guarded)

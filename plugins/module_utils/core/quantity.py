@@ -14,6 +14,8 @@ __metaclass__ = type
 import re
 from fractions import Fraction
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+
 # The API server's own regular expression (apimachinery resource/quantity.go).
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _RE = re.compile(QUANTITY_PATTERN)
@@ -21,7 +23,7 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
 
-class QuantityError(ValueError):
+class QuantityError(DomainError):
     pass
 
 
@@ -53,14 +55,6 @@ def parse_quantity(value):
                             % (value, suffix))
     nanos = result * 10 ** 9
     return Fraction(-((-nanos.numerator) // nanos.denominator), 10 ** 9)
-
-
-def same_quantity(a, b):
-    """True when both parse to the same number (text that does not parse compares as text)."""
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except QuantityError:
-        return str(a) == str(b)
 
 
 def normalize_quantities(mapping):

@@ -6,7 +6,7 @@
 Every module, filter and role of the collection imports these names instead of
 spelling them again. Sources: NVIDIA GPU Operator v26.7 (ClusterPolicy CRD,
 values.yaml, mig-manager), k8s-device-plugin, KAI Scheduler, Kueue and
-Kubernetes itself, as condensed in shared/upstream/FACTS.md.
+Kubernetes itself: a name the upstream renames is changed here once.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,11 +19,9 @@ GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 # Only the requests.<name> form of an extended resource is enforced by quota.
 QUOTA_ENFORCED_PREFIX = "requests."
-QUOTA_IGNORED_PREFIXES = ("limits.",)
 
 PSA_LABEL_PREFIX = "pod-security.kubernetes.io/"
 PSA_MODES = ("enforce", "audit", "warn")
-PSA_LEVELS = ("privileged", "baseline", "restricted")
 
 # --- GPU Operator / ClusterPolicy -------------------------------------------
 CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
@@ -46,9 +44,6 @@ DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 LABEL_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 LABEL_DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
 LABEL_DEPLOY_TOOLKIT = "nvidia.com/gpu.deploy.container-toolkit"
-LABEL_DEPLOY_OPERANDS = "nvidia.com/gpu.deploy.operands"
-DEPLOY_PREINSTALLED = "pre-installed"
-DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
 
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -97,17 +92,15 @@ NVIDIA_RUNTIME_NAME = "nvidia"                       # containerd / CRI-O runtim
 # The chart labels the operator Deployment app.kubernetes.io/component=gpu-operator
 # (GPU_OPERATOR_COMPONENT_SELECTOR); only its pod template also has app=gpu-operator.
 NFD_SUBCHART = "node-feature-discovery"  # values key of the NFD subchart
-ANNOTATION_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # `kubectl rollout restart`
 
 # --- Tenants: namespaces, quotas, NetworkPolicy, RBAC (roles/tenants) ----------------
-# (names added by the tenants work go here)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"      # recommended label (kubernetes.io docs)
 LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every Namespace by the API server
 PSA_VERSION_SUFFIX = "-version"                         # pod-security.kubernetes.io/<mode>-version
 PSA_LATEST = "latest"
 SYSTEM_NAMESPACE_PREFIX = "kube-"                       # kube-system, kube-public, kube-node-lease
 SYSTEM_NAMESPACES = ("default",)
-QUEUE_BACKEND_NAMESPACES = ("kai-scheduler", "kueue-system")   # chart namespaces (FACTS.md)
+QUEUE_BACKEND_NAMESPACES = ("kai-scheduler", "kueue-system")   # the backends' chart namespaces
 TENANT_CLUSTER_ROLES = ("admin", "edit", "view")        # user-facing ClusterRoles of every cluster
 RBAC_API_GROUP = "rbac.authorization.k8s.io"
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
@@ -189,13 +182,10 @@ MIG_CONFIG_ALL_DISABLED = "all-disabled"           # mig-parted config: whole GP
 MIG_CONFIG_ALL_PREFIX = "all-"                     # mig-parted: all-<profile> = max instances per GPU
 
 # --- GPU access only through a request (docs/security.md) --------------------------------
-# NVIDIA Container Toolkit config.toml keys (api/config/v1/config.go; defaults true and false)
-# and the toolkit container's environment variables that set them (cmd/nvidia-ctk-installer).
-TOOLKIT_ACCEPT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
-TOOLKIT_ACCEPT_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+# The toolkit container's environment variables that set the NVIDIA Container Toolkit's
+# accept-nvidia-visible-devices-* config.toml keys (cmd/nvidia-ctk-installer; defaults true and false).
 TOOLKIT_ACCEPT_ENVVAR_ENV = "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED"
 TOOLKIT_ACCEPT_MOUNTS_ENV = "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS"
-TOOLKIT_CONFIG_FILE = "/etc/nvidia-container-runtime/config.toml"
 # k8s-device-plugin: how it hands the allocated devices to the runtime (README DEVICE_LIST_STRATEGY).
 DEVICE_LIST_STRATEGY_ENV = "DEVICE_LIST_STRATEGY"
 DEVICE_LIST_VOLUME_MOUNTS = "volume-mounts"

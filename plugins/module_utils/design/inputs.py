@@ -16,7 +16,15 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import site_prefix
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import DNS1123_LABEL_FIX, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
+    HOST_VARIABLE,
+    POOL_VARIABLE,
+    SITE_VARIABLE,
+    TAINTS_VARIABLE,
+    node_name,
+    site_prefix,
+)
 
 ALLOCATIONS = ("exclusive", "time-slicing", "mig")
 BACKENDS = ("none", "kai", "kueue")
@@ -59,7 +67,6 @@ REQUIREMENT_KEYS = {
 }
 
 _PROFILE_RE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class DesignError(DomainError):
@@ -95,6 +102,7 @@ def _int(where, value, minimum, default=None):
 
 
 def _bool(where, value, default):
+    # nested in platform_requirements: a YAML boolean (core/validation.py parses scalar variables only)
     if value is None:
         return default
     if not isinstance(value, bool):
@@ -199,7 +207,8 @@ def _required(where, value, what):
 
 
 def normalize_tenants(tenants):
-    """tenants_list (issue 13 interface) as {name: entry}; only what the design reads is checked."""
+    """tenants_list (the tenants role's variable, as that role reads it) as {name: entry}; only what the
+    design reads is checked (the tenants role validates the rest when it applies the teams)."""
     tenants = plain(tenants) if tenants is not None else []
     if not isinstance(tenants, list):
         raise DesignError("tenants_list must be a list of teams, got %s" % type(tenants).__name__)
@@ -208,8 +217,9 @@ def normalize_tenants(tenants):
         where = "tenants_list[%d]" % index
         team = _mapping(where, team, allow_none=False)
         name = team.get("name")
-        if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
-            raise DesignError("%s.name %r must be a DNS-1123 label (the namespace)" % (where, name))
+        if not is_dns_label(name):
+            raise DesignError("%s.name %r must be a DNS-1123 label (the namespace): %s"
+                              % (where, name, DNS1123_LABEL_FIX))
         if name in result:
             raise DesignError("%s.name %r is listed twice" % (where, name))
         for key in ("quota", "queue", "labels"):
@@ -281,3 +291,31 @@ def normalize_requirements(requirements, tenants, pools):
         "inference_image": req.get("inference_image") or "nvcr.io/nvidia/tritonserver:25.01-py3",
         "teams": teams,
     }
+
+
+def inventory_pools(groups, hostvars=None, prefix="pool_"):
+    """{pool group: {hosts, nodes, labels, taints, label_prefix}} from the node_prereqs variables.
+
+    Without hostvars (a variable read through another host's hostvars cannot see hostvars)
+    only the hosts are known: `labels_known` is false and the design skips label checks;
+    the MIG layout, which depends on the hosts only, stays the same."""
+    result = {}
+    for group in sorted(g for g in groups if str(g).startswith(prefix)):
+        hosts = sorted(str(h) for h in groups[group])
+        pool = {"hosts": hosts, "nodes": [], "labels": {}, "taints": [], "label_prefix": None,
+                "labels_known": hostvars is not None}
+        for host in hosts:
+            if hostvars is None:
+                pool["nodes"].append(host)
+                continue
+            hv = hostvars[host]
+            pool["nodes"].append(node_name(hv, host))
+            # a pool is one group_vars file: the first host speaks for all. The design reads the
+            # variables as written (it checks them against the requirements itself).
+            if host == hosts[0]:
+                pool["labels"] = plain(hv.get(POOL_VARIABLE) or {})
+                pool["taints"] = plain(list(hv.get(TAINTS_VARIABLE) or []))
+                # node_prereqs_label_prefix defaults to the site-wide gpu_platform_label_prefix
+                pool["label_prefix"] = hv.get(HOST_VARIABLE) or hv.get(SITE_VARIABLE)
+        result[str(group)] = pool
+    return result

@@ -4,9 +4,9 @@
 """Readiness of the GPU Operator ClusterPolicy: evaluation, watch, diagnostics.
 
 `state: ready` alone is not enough: with reason NoGPUNodes or NFDLabelsMissing
-the operator is "ready" while serving no GPU (FACTS.md trap), so the Ready
-condition's reason decides; and a ready ClusterPolicy says nothing about a node
-whose taint the operand DaemonSets do not tolerate (issue 11), so the nodes the
+the operator is "ready" while serving no GPU, so the Ready condition's reason
+decides; and a ready ClusterPolicy says nothing about a node whose taint the
+operand DaemonSets do not tolerate (they are never scheduled there), so the nodes the
 caller expects must offer their GPUs too. Every wait is a watch (watch.py).
 """
 
@@ -14,7 +14,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.waiter import deployment_ready
@@ -49,12 +48,12 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     WAITING_PULL_FAILURES,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.watch import ObjectWatch, instance
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_subdomain_problem, is_dns_subdomain
 
 # Reasons a Ready=True condition can carry; only Reconciled means GPUs are served.
 READY_REASONS = (REASON_RECONCILED, REASON_NO_GPU_NODES, REASON_NFD_LABELS_MISSING)
 OPERATOR_SELECTOR = GPU_OPERATOR_COMPONENT_SELECTOR
 LOGS_READ = 3   # crashing pods whose last log line is read for the report
-NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 HINTS = {
     REASON_NO_GPU_NODES: (
@@ -518,11 +517,10 @@ def run(module, waiter_class=ClusterPolicyWaiter):
     for key in ("timeout", "stable_for"):
         if params[key] < 0:
             raise DomainError("%s must be >= 0 seconds, got %s: give a number of seconds" % (key, params[key]))
-    bad = [n for n in params["expect_nodes"] if not NODE_NAME_RE.match(n or "") or len(n) > 253]
+    bad = [n for n in params["expect_nodes"] if not is_dns_subdomain(n)]
     if bad:
-        raise DomainError("expect_nodes: %s %s not a valid node name (a DNS-1123 subdomain: lowercase letters, "
-                          "digits, '-' and '.'): give the Kubernetes node names" % (
-                              ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are"))
+        raise DomainError("expect_nodes: %s %s not a valid node name (%s): give the Kubernetes node names" % (
+            ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are", dns_subdomain_problem(bad[0])))
     if not module.kube.served(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND):
         if module.check_mode:
             # A check-mode install has not created the CRD: nothing to wait for yet.

@@ -16,6 +16,8 @@ import copy
 import difflib
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import as_bool, to_bool
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     DEVICE_LIST_ENVVAR,
     DEVICE_LIST_STRATEGY_ENV,
@@ -109,8 +111,6 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 BOOL_KEY_NAMES = ("enabled", "upgradeCRD", "cleanupCRD", "create", "autoUpgrade",
                   "usePrecompiled", "useOpenKernelModules", "renameByDefault",
                   "failRequestsGreaterThanOne", "hostNetwork")
-BOOL_STRINGS = {"true": True, "yes": True, "on": True, "y": True, "1": True,
-                "false": False, "no": False, "off": False, "n": False, "0": False}
 
 # Chart values that look like credentials (masked in diffs): key names, env
 # var names, and user:password in URLs.
@@ -119,7 +119,7 @@ URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^
 MASK = "********"
 
 
-class OperatorValuesError(ValueError):
+class OperatorValuesError(DomainError):
     """Bad input; the message names the field and the fix."""
 
 
@@ -228,8 +228,8 @@ def _validate_user_values(user_values, field="gpu_operator_values"):
     for path, value in leaf_items(user_values):
         if path[-1] in BOOL_KEY_NAMES or path[-1].endswith("Enabled"):
             if isinstance(value, str):
-                hint = ("%s (unquoted)" % str(BOOL_STRINGS[value.lower()]).lower()
-                        if value.lower() in BOOL_STRINGS else "true or false")
+                hint = ("%s (unquoted)" % str(to_bool(value)).lower()
+                        if to_bool(value) is not None else "true or false")
                 raise OperatorValuesError(
                     "%s.%s is the string %r; the chart wants a boolean there (a quoted string is passed to "
                     "the ClusterPolicy as is). Write %s." % (field, ".".join(path), value, hint))
@@ -261,15 +261,6 @@ def _validate_secret_names(secrets, field):
             "%s must be a list of Secret NAMES (strings): the GPU Operator chart renders each item as a "
             "name, so %r would reach the pods as %r. Fix: %s (or set gpu_operator_image_pull_secrets)."
             % (field, secrets, "map[...]" if objects else secrets, fix))
-
-
-def as_bool(value, field):
-    """A boolean role input; accepts the strings `-e key=value` produces ("false", "no", ...)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in BOOL_STRINGS:
-        return BOOL_STRINGS[value.strip().lower()]
-    raise OperatorValuesError("%s must be true or false, got %r" % (field, value))
 
 
 def _check_plan_overrides(plan, values):
@@ -324,8 +315,8 @@ def _validate_taints(taints):
 
 
 def check_driver_crd(values):
-    """FACTS.md trap (gpu-operator#1795): NVIDIADriver CRs install drivers even
-    with driver.enabled=false. Refuse the combination, name the fix."""
+    """NVIDIADriver CRs install drivers even with driver.enabled=false (an upstream
+    operator behaviour), so host drivers would be replaced: refuse the combination, name the fix."""
     driver_enabled = get_path(values, ("driver", "enabled"), True)
     crd_enabled = get_path(values, ("driver", "nvidiaDriverCRD", "enabled"), False)
     if driver_enabled is False and crd_enabled is True:
@@ -363,7 +354,7 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
         "toolkit": {"enabled": plan["toolkit_enabled"]},
     }
     if not plan["driver_enabled"]:
-        # Keep the CRD mode off with host drivers (gpu-operator#1795).
+        # Keep the CRD mode off with host drivers: NVIDIADriver resources would install drivers anyway.
         values["driver"]["nvidiaDriverCRD"] = {"enabled": False}
 
     if mig_strategy is not None:
@@ -373,10 +364,10 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
                 % (", ".join(MIG_STRATEGIES), mig_strategy))
         values["mig"] = {"strategy": mig_strategy}
     if service_monitor is not None:
-        service_monitor = as_bool(service_monitor, "gpu_operator_service_monitor")
+        service_monitor = as_bool(service_monitor, "gpu_operator_service_monitor", error=OperatorValuesError)
         values["dcgmExporter"] = {"serviceMonitor": {"enabled": service_monitor}}
     if dcgm_hostengine is not None:
-        values["dcgm"] = {"enabled": as_bool(dcgm_hostengine, "gpu_operator_dcgm_hostengine")}
+        values["dcgm"] = {"enabled": as_bool(dcgm_hostengine, "gpu_operator_dcgm_hostengine", error=OperatorValuesError)}
     if device_plugin_config:
         name = device_plugin_config.get("name")
         if not name:
@@ -386,7 +377,7 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
             "default": device_plugin_config.get("default") or ""}}
 
     values = deep_merge(values, user_values)
-    if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request"):
+    if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request", error=OperatorValuesError):
         apply_gpu_access_by_request(values)
     check_driver_crd(values)
     _check_plan_overrides(plan, values)

@@ -25,9 +25,10 @@ except ImportError:  # pragma: no cover - PyYAML comes with kubernetes.core
     HAS_YAML = False
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
-class MigError(ValueError):
+class MigError(DomainError):
     """Bad request or config: the message names what is wrong and the fix."""
 
 

@@ -18,6 +18,7 @@ import re
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import dashboards as monitoring_dashboards
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream as U
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_dns_label, label_key_problem
 
 # DCGM field names the exporter accepts in its CSV (go-dcgm const_fields.go; the exporter refuses
 # unknown ones at start and the pod crash-loops). The fields of etc/default-counters.csv and
@@ -120,8 +121,6 @@ DEFAULTS = {
 }
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-K8S_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 METRIC_IN_EXPR = re.compile(r"\b(DCGM_(?:FI|EXP)_[A-Z0-9_]+)\b")
 
 
@@ -150,16 +149,15 @@ def settings(given=None):
 
 
 def _validate(s):
-    if not isinstance(s["namespace"], str) or not DNS1123.match(s["namespace"]):
+    if not is_dns_label(s["namespace"]):
         _fail("namespace", s["namespace"], "a namespace name (DNS-1123 label), e.g. monitoring")
     for key in ("rule_name", "metrics_configmap"):
-        if not isinstance(s[key], str) or not DNS1123.match(s[key]) or len(s[key]) > 63:
+        if not is_dns_label(s[key]):
             _fail(key, s[key], "an object name (lowercase letters, digits, '-')")
     for key in ("rule_labels", "dashboard_label"):
         labels = s[key]
         if not isinstance(labels, dict) or not all(
-                isinstance(k, str) and K8S_LABEL_KEY.match(k) and isinstance(v, str)
-                for k, v in labels.items()):
+                label_key_problem(k) is None and isinstance(v, str) for k, v in labels.items()):
             _fail(key, labels, "a mapping of Kubernetes label keys to string values, "
                   "e.g. {release: kube-prometheus-stack}")
     if not s["dashboard_label"]:
@@ -169,8 +167,7 @@ def _validate(s):
     if not isinstance(sm["enabled"], bool) or not isinstance(sm["honor_labels"], bool):
         _fail("service_monitor", sm, "enabled and honor_labels are true or false")
     if not isinstance(sm["labels"], dict) or not all(
-            isinstance(k, str) and K8S_LABEL_KEY.match(k) and isinstance(v, str)
-            for k, v in sm["labels"].items()):
+            label_key_problem(k) is None and isinstance(v, str) for k, v in sm["labels"].items()):
         _fail("service_monitor", sm, "labels: a mapping of label keys to string values")
     if not isinstance(sm["interval"], str) or not DURATION.match(sm["interval"]):
         _fail("service_monitor", sm, "interval: a Prometheus duration such as 15s")
@@ -241,16 +238,6 @@ def metrics_csv(s):
     for name, mtype, text in metrics(s):
         lines.append("%s, %s, %s" % (name, mtype, text))
     return "\n".join(lines) + "\n"
-
-
-def parse_metrics_csv(text):
-    """Field names of an exporter metrics CSV (comments and blank lines skipped)."""
-    names = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            names.append(line.split(",")[0].strip())
-    return names
 
 
 def dcgm_values(given=None):
@@ -459,11 +446,6 @@ def prometheus_rule(given=None):
 def dashboards(given=None):
     """ConfigMaps the Grafana sidecar loads (one dashboard JSON each)."""
     return monitoring_dashboards.configmaps(settings(given))
-
-
-def panel_queries(configmap):
-    """(dashboard title, panel title, expr) of every panel target of a dashboard ConfigMap."""
-    return monitoring_dashboards.queries(configmap)
 
 
 def required_crds(given=None):

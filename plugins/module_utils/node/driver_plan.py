@@ -4,8 +4,9 @@
 """driver_plan: who installs the NVIDIA driver and toolkit, cluster-wide.
 
 Pure function over the gpu_node facts of every GPU host (see gpu_node_facts),
-behind the filter skaffon.gpu_platform.driver_plan. Rules from
-shared/upstream/FACTS.md ("Drivers already on the node").
+behind the filter skaffon.gpu_platform.driver_plan. A driver or toolkit already working on
+a node is kept there (the per-node deploy labels switch the operator's copy off on it); the
+GPU Operator installs them on the nodes that lack them.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,6 +15,8 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import to_bool
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     LABEL_DEPLOY_DRIVER,
     LABEL_DEPLOY_TOOLKIT,
@@ -22,7 +25,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
 FACTS_KEY = "gpu_node"
 
 
-class DriverPlanError(ValueError):
+class DriverPlanError(DomainError):
     """A wrong input of the plan (the filter raises it as AnsibleFilterError)."""
 
 
@@ -68,8 +71,8 @@ def _node_name(host, value):
 
 
 def _bool_or_none(name, value):
-    if value is None or isinstance(value, bool):
-        return value
+    if value is None or to_bool(value) is not None:
+        return None if value is None else to_bool(value)
     raise DriverPlanError("driver_plan: %s must be true, false or null (auto), got %r" % (name, value))
 
 

@@ -40,7 +40,6 @@ QUERY_FIELDS = (
     "index", "name", "uuid", "pci.bus_id", "pci.device_id", "memory.total",
     "mig.mode.current", "mig.mode.pending", "driver_version",
 )
-QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv"]
 # Fields a driver may lack: mig.mode.* before MIG (< 450); driver_version is deprecated
 # for kmd_version from driver 610 (removed with CUDA 14). Asked only when offered.
 REQUIRED_FIELDS = QUERY_FIELDS[:6]
@@ -260,22 +259,6 @@ def classify_smi_error(rc, output, in_container=False, kernel_module=None, kerne
     if "no devices were found" in lowered:
         return ("no_devices", "nvidia-smi found no GPU: No devices were found", nvml)
     return ("nvidia_smi_failed", "nvidia-smi exited with rc=%s: %s" % (rc, first), nvml)
-
-
-def parse_smi_version(text):
-    """`nvidia-smi --version` -> {'nvidia_smi', 'nvml', 'driver', 'cuda'}."""
-    keys = {"nvidia-smi version": "nvidia_smi", "nvml version": "nvml",
-            "driver version": "driver", "cuda version": "cuda",
-            # driver 610: the two above read "Deprecated, see ... instead"
-            "kmd version": "driver", "cuda umd version": "cuda"}
-    result = {}
-    for line in (text or "").splitlines():
-        if ":" in line:
-            key, value = line.split(":", 1)
-            name = keys.get(key.strip().lower())
-            if name and not value.strip().lower().startswith("deprecated"):
-                result[name] = value.strip()
-    return result
 
 
 # --- kernel module -------------------------------------------------------------

@@ -1,20 +1,40 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The site's node-pool label prefix: the one default and how a host's prefix is found.
+"""The node-pool rules: the label prefix, a host's pool labels and taints, as node_prereqs writes them.
 
 node_prereqs writes the pool labels as <prefix><key> (accelerator, topology, fabric, workload,
 sharing, trust). Every reader of those labels (the gpu_operator trust guard, the usage report's
 pools, queues, GitOps export, design) must use the prefix the GPU host was labelled with, not a
 literal: a site with its own prefix would otherwise pass a guard that matches nothing.
+
+The pool of a host (`host_pool`) is read from its hostvars here and nowhere else: node_prereqs
+(through the node_pools filters), gpu_operator's tolerations, the queue flavors, the GitOps node
+patches and the acceptance checks' tolerations all see the same labels and taints. A taint
+without a value (`value` missing or null) has no value, as in Kubernetes: the empty string,
+tolerated by `operator: Exists` (never the string "None").
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (
+    label_key_error,
+    label_key_problem,
+    label_value_error,
+)
+
 DEFAULT_PREFIX = "gpu.skaffon.io/"
 POOL_KEYS = ("accelerator", "topology", "fabric", "workload", "sharing", "trust")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TAINT_FIELDS = ("key", "value", "effect")
+POOL_VARIABLE = "node_prereqs_pool"
+TAINTS_VARIABLE = "node_prereqs_pool_taints"
+NODE_NAME_VARIABLE = "node_prereqs_node_name"
 # The collection-wide variable a site sets once (group_vars/all); node_prereqs_label_prefix
 # defaults to it.
 SITE_VARIABLE = "gpu_platform_label_prefix"
@@ -37,7 +57,11 @@ def host_prefix(hostvars_of_host, default=None):
     return site_prefix(default)
 
 
-class MixedPrefixError(ValueError):
+class PoolError(DomainError):
+    """A node-pool input (prefix, labels, taints) node_prereqs could not write."""
+
+
+class MixedPrefixError(PoolError):
     pass
 
 
@@ -57,3 +81,135 @@ def hosts_label_key(key, hostvars, hosts, default=None, variable=None):
                " or set %s explicitly" % variable if variable else ""))
     prefix = next(iter(found)) if found else site_prefix(default)
     return prefix + key
+
+
+def pool_label_key(key, hostvars=None, hosts=None, default=None, variable=None):
+    """The full key of pool label `key` (trust, accelerator...) as node_prereqs labels `hosts`."""
+    if key not in POOL_KEYS:
+        raise PoolError("pool_label_key: %r is not a node-pool key (%s)" % (key, ", ".join(POOL_KEYS)))
+    try:
+        full = hosts_label_key(key, hostvars, list(hosts or ()), default, variable)
+    except MixedPrefixError as exc:
+        raise PoolError("%s%s" % ("%s: " % variable if variable else "", exc.msg), variable=variable)
+    check_label_prefix(full[:-len(key)], "%s (or %s)" % (HOST_VARIABLE, SITE_VARIABLE))
+    return full
+
+
+def check_label_prefix(prefix, field=HOST_VARIABLE):
+    """The prefix must be `<DNS subdomain>/`: every pool label is prefix + key."""
+    if not isinstance(prefix, str) or not prefix.endswith("/"):
+        raise PoolError(
+            "%s must end with '/' (like gpu.skaffon.io/), got %r: pool labels are the prefix followed "
+            "directly by the key, so %r would give %r." % (field, prefix, prefix, "%saccelerator" % prefix),
+            variable=field)
+    problem = label_key_problem(prefix + "accelerator")
+    if problem:
+        raise PoolError("%s %r is not a label key prefix: %s." % (field, prefix, problem), variable=field)
+    return prefix
+
+
+def full_key(key, prefix):
+    """A pool label or taint key as written on the node: a key without '/' gets the prefix."""
+    key = str(key)
+    return key if "/" in key else prefix + key
+
+
+def pool_taints(taints, prefix=DEFAULT_PREFIX, host=None):
+    """Validated pool taints with full keys; a missing or null value is no value ("")."""
+    where = "%s%s" % (TAINTS_VARIABLE, " of %s" % host if host else "")
+    if taints is None:
+        return []
+    if isinstance(taints, (str, Mapping)) or not isinstance(taints, (list, tuple)):
+        raise PoolError(
+            "%s must be a list of {key, value, effect} (one item per taint, YAML '- key: ...'), got %s %r"
+            % (where, "a mapping" if isinstance(taints, Mapping) else type(taints).__name__, taints),
+            variable=TAINTS_VARIABLE)
+    check_label_prefix(prefix)
+    result = []
+    for index, taint in enumerate(taints):
+        if not isinstance(taint, Mapping) or not taint.get("key"):
+            raise PoolError("%s[%d] must be a mapping with a key, got %r" % (where, index, taint),
+                            variable=TAINTS_VARIABLE)
+        unknown = sorted(set(taint) - set(TAINT_FIELDS))
+        if unknown:
+            raise PoolError("%s[%d] has unknown fields %s (known: key, value, effect)"
+                            % (where, index, ", ".join(unknown)), variable=TAINTS_VARIABLE)
+        key = full_key(taint["key"], prefix)
+        error = label_key_error("%s[%d].key" % (where, index), key)
+        if error:
+            raise PoolError(error, variable=TAINTS_VARIABLE)
+        value = "" if taint.get("value") is None else str(taint["value"])
+        error = label_value_error("%s[%d].value" % (where, index), value)
+        if error:
+            raise PoolError(error, variable=TAINTS_VARIABLE)
+        if taint.get("effect") not in TAINT_EFFECTS:
+            raise PoolError("%s[%d].effect must be one of %s, got %r"
+                            % (where, index, ", ".join(TAINT_EFFECTS), taint.get("effect")),
+                            variable=TAINTS_VARIABLE)
+        result.append({"key": key, "value": value, "effect": taint["effect"]})
+    return result
+
+
+def pool_labels(pool, prefix=DEFAULT_PREFIX):
+    """{full key: value} of a node_prereqs_pool mapping."""
+    if not isinstance(pool, Mapping):
+        raise PoolError("%s must be a mapping of %s to label values, got %r"
+                        % (POOL_VARIABLE, ", ".join(POOL_KEYS), pool), variable=POOL_VARIABLE)
+    return dict((full_key(key, prefix), str(value)) for key, value in pool.items())
+
+
+def node_label_patch(current, pool, prefix=DEFAULT_PREFIX, extra=None):
+    """Label patch of a node: pool labels under prefix; stale ones under it set to None."""
+    check_label_prefix(prefix)
+    labels = dict((key, None) for key in (current or {}) if key.startswith(prefix))
+    labels.update(pool_labels(pool, prefix))
+    labels.update(extra or {})
+    return labels
+
+
+def node_taint_list(current, wanted, prefix=DEFAULT_PREFIX):
+    """The node's full taint list: wanted pool taints, foreign taints kept, stale prefixed ones gone."""
+    pending = dict(("%s:%s" % (t["key"], t["effect"]), t) for t in wanted)
+    out = []
+    for taint in current or ():
+        ident = "%s:%s" % (taint.get("key"), taint.get("effect"))
+        if ident in pending:
+            out.append(pending.pop(ident))
+        elif not str(taint.get("key", "")).startswith(prefix):
+            out.append(taint)
+    return out + [t for t in wanted if "%s:%s" % (t["key"], t["effect"]) in pending]
+
+
+def node_name(hostvars_of_host, host):
+    """The Kubernetes node name of an inventory host: node_prereqs_node_name, else the host name."""
+    return str((hostvars_of_host or {}).get(NODE_NAME_VARIABLE) or host)
+
+
+def host_pool(hostvars_of_host, host, default_prefix=None):
+    """{name, prefix, labels, taints} of an inventory host, as node_prereqs labels and taints its node."""
+    hv = hostvars_of_host or {}
+    prefix = host_prefix(hv, default_prefix)
+    return {"name": node_name(hv, host), "prefix": prefix,
+            "labels": pool_labels(hv.get(POOL_VARIABLE) or {}, prefix),
+            "taints": pool_taints(hv.get(TAINTS_VARIABLE), prefix, host)}
+
+
+def toleration(taint):
+    """The toleration of one pool taint: Equal with its value, Exists when it has none."""
+    if taint.get("value") in (None, ""):
+        return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+    return {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]}
+
+
+def hosts_pool_taints(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
+    """Every distinct pool taint of `hosts` (inventory names), as node_prereqs applies them."""
+    seen, result = set(), []
+    for host in hosts or ():
+        if host not in hostvars:
+            continue
+        for taint in host_pool(hostvars[host], host, default_prefix)["taints"]:
+            ident = (taint["key"], taint["value"], taint["effect"])
+            if ident not in seen:
+                seen.add(ident)
+                result.append(taint)
+    return result

@@ -6,15 +6,15 @@
 Pure functions, no cluster access: render(backend, teams, departments, pools)
 validates everything and returns the objects in apply order (parents before
 children, flavors before ClusterQueues before LocalQueues), or raises
-DomainError naming the variable, the value and the fix. Traps from
-shared/upstream/FACTS.md:
+DomainError naming the variable, the value and the fix. The backends' traps
+it guards against:
 
 - KAI: an unset `limit` is 0 and blocks the queue and its children; an unset
   `overQuotaWeight` is 0 (no share above quota). Every queue gets quota, limit
   and overQuotaWeight for gpu, cpu and memory. Units: gpu devices, cpu
   millicores, memory megabytes; -1 = unlimited.
-- Any namespace may name any KAI queue (KAI issue #2068): a
-  ValidatingAdmissionPolicy refuses, in a team namespace, an object whose queue
+- Any namespace may name any KAI queue (KAI does not check who names a
+  queue): a ValidatingAdmissionPolicy refuses, in a team namespace, an object whose queue
   label names another team's queue (queue name = team name = namespace).
 - Kueue: `borrowingLimit` only with a cohort; every flavor of a resource group
   lists every covered resource; `namespaceSelector` null matches nothing, so
@@ -42,11 +42,16 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     QUEUES_NS_NAME_LABEL,
     VAP_API_VERSION,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_prefix
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
+    DEFAULT_PREFIX,
+    POOL_VARIABLE,
+    host_pool,
+    toleration,
+)
 
 BACKENDS = ("none", "kai", "kueue")
 KAI_RESOURCES = ("gpu", "cpu", "memory")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _FACTOR = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50}
@@ -166,8 +171,8 @@ def render_kai(teams, departments):
     for i, dept in enumerate(departments):
         var = "queues_departments[%d]" % i
         name = dept.get("name") if isinstance(dept, dict) else None
-        if not name or not _DNS_LABEL.match(str(name)):
-            _fail(var + ".name", name, "not a DNS label", "name each department like a-z0-9 and -")
+        if not is_dns_label(name):
+            raise DomainError(dns_label_error(var + ".name", name), variable=var + ".name")
         if name in dept_names or name in (KAI_DEFAULT_QUEUE, KAI_DEFAULT_PARENT_QUEUE):
             _fail(var + ".name", name, "duplicate or reserved", "give each department its own name "
                   "(default-queue and default-parent-queue belong to the chart)")
@@ -241,10 +246,7 @@ def flavor_objects(pools):
     for name in sorted(pools):
         pool = pools[name]
         spec = {"nodeLabels": dict(pool.get("labels") or {})}
-        tols = [{"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
-                if t.get("value") not in (None, "") else
-                {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
-                for t in pool.get("taints") or []]
+        tols = [toleration(t) for t in pool.get("taints") or []]
         if tols:
             spec["tolerations"] = tols
         out.append({"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name},
@@ -264,8 +266,8 @@ def _kueue_amount(var, value, resource):
 def _kueue_queue(var, team, queue, pools):
     _unknown(var, queue, KUEUE_KEYS)
     cohort = queue.get("cohort")
-    if cohort is not None and not _DNS_LABEL.match(str(cohort)):
-        _fail(var + ".cohort", cohort, "not a DNS label", "name the cohort like a-z0-9 and -")
+    if cohort is not None and not is_dns_label(cohort):
+        raise DomainError(dns_label_error(var + ".cohort", cohort), variable=var + ".cohort")
     flavors = queue.get("flavors")
     if not isinstance(flavors, list) or not flavors:
         _fail(var + ".flavors", flavors, "missing or empty",
@@ -406,7 +408,7 @@ def render_kueue(teams, pools, tenants=None):
     return flavor_objects(dict((n, pools[n]) for n in used)) + cqs + lqs
 
 
-# -- admission policy (KAI issue #2068) ---------------------------------------------------
+# -- admission policy: only the namespace's own queue may be named --------------------------
 
 def queue_policy(backend, team_names, also_allowed=()):
     """Refuse, in a team namespace, any object whose queue label names another queue than the team's.
@@ -462,8 +464,9 @@ def team_queues(tenants):
     seen = set()
     for i, team in enumerate(tenants):
         name = team.get("name") if isinstance(team, dict) else None
-        if not name or not _DNS_LABEL.match(str(name)):
-            _fail("tenants_list[%d].name" % i, name, "not a DNS label", "name the team like a-z0-9 and -")
+        if not is_dns_label(name):
+            raise DomainError(dns_label_error("tenants_list[%d].name" % i, name) + " (a team name is its namespace "
+                              "and its queue)", variable="tenants_list[%d].name" % i)
         if name in seen:
             _fail("tenants_list[%d].name" % i, name, "duplicate", "each team once")
         seen.add(name)
@@ -520,30 +523,26 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
     return objects
 
 
-def pools_from_hostvars(hostvars, hosts, default_prefix="gpu.skaffon.io/"):
+def pools_from_hostvars(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
     """Node pools of node_prereqs (node_prereqs_pool / _pool_taints per host) as flavors.
 
     Name: the pool's label values joined (h100-nvlink-training ...); hosts with
-    the same labels are one pool. Taint keys without '/' get the label prefix,
-    as node_prereqs does.
+    the same labels are one pool. Labels and taints are the host's pool as
+    node_prereqs writes it (node/pools.py).
     """
     pools = {}
     for host in hosts:
         hv = hostvars.get(host) or {}
-        pool = hv.get("node_prereqs_pool") or {}
+        pool = hv.get(POOL_VARIABLE) or {}
         if not pool:
             continue
-        prefix = host_prefix(hv, default_prefix)
-        labels = dict((k if "/" in k else prefix + k, str(v)) for k, v in pool.items())
-        taints = []
-        for t in hv.get("node_prereqs_pool_taints") or []:
-            key = t["key"] if "/" in t["key"] else prefix + t["key"]
-            taints.append({"key": key, "value": str(t.get("value", "")), "effect": t.get("effect", "NoSchedule")})
+        found = host_pool(hv, host, default_prefix)
+        labels, taints = found["labels"], found["taints"]
         order = [k for k in ("accelerator", "topology", "workload") if k in pool] or sorted(pool)
         name = "-".join(str(pool[k]) for k in order).lower()
         prev = pools.get(name)
         if prev is not None and prev["labels"] != labels:
-            _fail("node_prereqs_pool", labels, "two pools would both be flavor %s" % name,
+            _fail(POOL_VARIABLE, labels, "two pools would both be flavor %s" % name,
                   "give the pools different accelerator/topology/workload labels")
         if prev is not None:
             taints = prev["taints"] + [t for t in taints if t not in prev["taints"]]

@@ -17,8 +17,8 @@ __metaclass__ = type
 import difflib
 import hashlib
 import json
-import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     GPU_RESOURCE,
@@ -29,6 +29,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     LABEL_GPU_PRESENT,
     MIG_STRATEGIES,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value
 
 try:
     import yaml
@@ -36,13 +37,12 @@ try:
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
 
-CONFIG_KEY_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])$")  # ConfigMap key and label value
 SHARING_ONLY_KEYS = ("renameByDefault", "failRequestsGreaterThanOne")
 STRUCTURED_KEYS = ("replicas", "resources", "rename_by_default", "fail_requests_greater_than_one",
                    "mig_strategy")
 
 
-class TimeSlicingError(ValueError):
+class TimeSlicingError(DomainError):
     """Bad time-slicing input; the message names the field and the fix."""
 
 
@@ -132,7 +132,8 @@ def render(spec):
     name = spec.get("configmap") or "time-slicing-config"
     data, parsed = {}, {}
     for key in sorted(configs):
-        if not CONFIG_KEY_RE.match(str(key)):
+        # a config name is a ConfigMap key and the value of the device plugin's config label
+        if not is_label_value(str(key), allow_empty=False):
             raise TimeSlicingError("time-slicing config name %r must be a valid label value "
                                    "(<= 63 of [A-Za-z0-9-_.], alphanumeric at both ends)" % (key,))
         value = configs[key]

@@ -24,6 +24,15 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants impor
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import registry as tenants_registry
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import QuantityError, parse_quantity
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (  # noqa: F401 is_dns_label: quota reads it here
+    DNS1123_LABEL_FIX,
+    DNS1123_SUBDOMAIN_MAX,
+    LABEL_VALUE_FIX,
+    is_dns_label,
+    is_dns_subdomain,
+    is_label_value,
+    label_key_problem,
+)
 
 MANAGED_BY = upstream.MANAGED_BY   # the value of upstream.LABEL_MANAGED_BY on every team object
 TEAM_LABEL = "gpu-platform.skaffon.io/team"
@@ -65,13 +74,7 @@ PROTOCOLS = upstream.PROTOCOLS
 POD_SECURITY_LEVELS = ("baseline", "restricted")
 BOTH_DIRECTIONS = [upstream.NETPOL_INGRESS, upstream.NETPOL_EGRESS]
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _PSA_VERSION = re.compile(r"^(latest|v[0-9]+\.(0|[1-9][0-9]*))$")
 
 
@@ -110,10 +113,6 @@ def _show(value):
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return repr(value)
-
-
-def is_dns_label(name):
-    return isinstance(name, str) and len(name) <= 63 and bool(_DNS_LABEL.match(name))
 
 
 def reserved_namespace(name, settings):
@@ -180,7 +179,7 @@ def _check_quota(problems, team, quota, cluster):
     for key in sorted(quota, key=str):
         value = quota[key]
         field = "quota.%s" % key
-        if not isinstance(key, str) or not _RESOURCE_NAME.match(quota_resource(key)[1]):
+        if not isinstance(key, str) or label_key_problem(quota_resource(key)[1]):
             problems.add(team, field, value, "%r is not a resource name (e.g. requests.cpu, requests.nvidia.com/gpu)"
                          % (key,))
             continue
@@ -219,7 +218,7 @@ def _check_limit_range(problems, team, limit_range):
         parsed[key] = {}
         for resource in sorted(values, key=str):
             field = "limit_range.%s.%s" % (key, resource)
-            if not isinstance(resource, str) or not _RESOURCE_NAME.match(resource) or \
+            if not isinstance(resource, str) or label_key_problem(resource) or \
                     resource.startswith(("requests.", "limits.")):
                 problems.add(team, field, values[resource], "not a resource name (e.g. cpu, memory)")
                 continue
@@ -325,10 +324,7 @@ def _check_network(problems, team, network, settings):
 def _check_labels(problems, team, field, labels, reserved=()):
     for key in sorted(labels, key=str):
         value = labels[key]
-        name = key.split("/", 1)[-1] if isinstance(key, str) else key
-        prefix = key.split("/", 1)[0] if isinstance(key, str) and "/" in key else None
-        if not isinstance(key, str) or len(name) > 63 or not _LABEL_NAME.match(name) or (
-                prefix is not None and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+        if label_key_problem(key):
             problems.add(team, "%s.%s" % (field, key), value,
                          "not a valid label key ([prefix/]name, name at most 63 characters)")
             continue
@@ -336,10 +332,8 @@ def _check_labels(problems, team, field, labels, reserved=()):
             problems.add(team, "%s.%s" % (field, key), value,
                          "set by the role itself; use pod_security for Pod Security labels")
             continue
-        if isinstance(value, bool) or not isinstance(value, (str, int)) or len(str(value)) > 63 or \
-                not _LABEL_VALUE.match(str(value)):
-            problems.add(team, "%s.%s" % (field, key), value,
-                         "a label value is at most 63 letters, digits, '-', '_', '.' (quote numbers: \"4711\")")
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or not is_label_value(str(value)):
+            problems.add(team, "%s.%s" % (field, key), value, "not a label value: " + LABEL_VALUE_FIX)
 
 
 def _check_role_bindings(problems, team, bindings):
@@ -355,7 +349,7 @@ def _check_role_bindings(problems, team, bindings):
             continue
         _unknown(problems, team, field, item, ROLE_BINDING_KEYS)
         name = item.get("name")
-        if not isinstance(name, str) or len(name) > 253 - len(ROLE_BINDING_PREFIX) or not _DNS_SUBDOMAIN.match(name):
+        if not is_dns_subdomain(name, DNS1123_SUBDOMAIN_MAX - len(ROLE_BINDING_PREFIX)):
             problems.add(team, field + ".name", name, "required, a DNS-1123 subdomain (lowercase, digits, '-', '.')")
         elif name in upstream.TENANT_CLUSTER_ROLES or name in names:
             problems.add(team, field + ".name", name, "already used by groups.%s or another role binding of this "
@@ -368,7 +362,7 @@ def _check_role_bindings(problems, team, bindings):
         for key in ("groups", "users", "service_accounts"):
             subjects += len(_str_list(problems, team, "%s.%s" % (field, key), item.get(key)))
         for sa in item.get("service_accounts") or []:
-            if isinstance(sa, str) and "/" in sa and not all(is_dns_label(p) or _DNS_SUBDOMAIN.match(p)
+            if isinstance(sa, str) and "/" in sa and not all(is_dns_subdomain(p)
                                                              for p in sa.split("/", 1)):
                 problems.add(team, field + ".service_accounts", sa, "use <name> or <namespace>/<name>")
         if not subjects:
@@ -436,8 +430,7 @@ def validate(teams, settings, cluster=None):
         name = entry.get("name")
         team = name if isinstance(name, str) and name else index
         if not is_dns_label(name):
-            problems.add(team, "name", name, "a team name is its namespace: a DNS-1123 label, at most 63 lowercase "
-                                             "letters, digits and '-', starting and ending with a letter or digit")
+            problems.add(team, "name", name, "a team name is its namespace: a DNS-1123 label; " + DNS1123_LABEL_FIX)
         else:
             why = reserved_namespace(name, settings)
             if why:

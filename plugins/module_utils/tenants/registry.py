@@ -65,13 +65,6 @@ def prefix_problem(value):
     return None
 
 
-def mirror_registry(mirror):
-    """The prefix a gpu_operator_image_mirror value stands for (the mirror itself, path included)."""
-    if not isinstance(mirror, str) or not mirror.strip():
-        return None
-    return mirror.strip().split("://", 1)[-1].rstrip("/")
-
-
 def effective(entry, settings):
     """(prefixes, require_digest) of one team: its own images block, else the site's list."""
     images = entry.get("images") if isinstance(entry.get("images"), dict) else {}

@@ -181,7 +181,9 @@ def test_list_input_and_bad_input():
     with pytest.raises(AnsibleFilterError, match="mapping"):
         driver_plan("nope")
     with pytest.raises(AnsibleFilterError, match="driver_enabled"):
-        driver_plan({}, driver_enabled="yes")
+        driver_plan({}, driver_enabled="maybe")
+    # Ansible's boolean spellings (one parser for the collection, core/validation.py)
+    assert driver_plan({}, driver_enabled="no")["driver_enabled"] is False
 
 
 def test_empty_input_warns():

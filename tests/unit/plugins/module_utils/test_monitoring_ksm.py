@@ -3,6 +3,7 @@ the simulator's kube-state-metrics twin (simcluster/ksm.py) renders, with the re
 the rules match: a new rule on a series the twin does not export fails here, naming it."""
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import dashboards
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import usage_report
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream as U
@@ -14,7 +15,7 @@ KSM_NAME = re.compile(r"\bkube_[a-z_]+\b")
 
 def shipped_expressions():
     exprs = [r["expr"] for g in monitoring.prometheus_rule()["spec"]["groups"] for r in g["rules"]]
-    exprs += [q for cm in monitoring.dashboards() for _b, _p, q in monitoring.panel_queries(cm)]
+    exprs += [q for cm in monitoring.dashboards() for _b, _p, q in dashboards.queries(cm)]
     exprs += [usage_report.UTIL_QUERY, usage_report.FAILED_QUERY_PLAIN]
     return exprs
 

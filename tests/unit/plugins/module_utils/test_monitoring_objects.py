@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import dashboards as monitoring_dashboards
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
@@ -26,6 +27,12 @@ CP_CRD = os.path.join(UPSTREAM, "gpu-operator", "crds", "nvidia.com_clusterpolic
 CHART = os.path.join(UPSTREAM, "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
 DCGM = os.path.join(UPSTREAM, "dcgm-exporter")
 HELM = os.path.join(REPO, ".venv", "bin", "helm3")
+
+
+def _metrics_csv_fields(text):
+    """Field names of an exporter metrics CSV (comments and blank lines skipped)."""
+    return [line.split(",")[0].strip() for line in (raw.strip() for raw in text.splitlines())
+            if line and not line.startswith("#")]
 
 
 def need(path):
@@ -78,7 +85,7 @@ def upstream_fields():
 
 def test_metrics_csv_uses_exporter_fields_and_adds_what_the_default_leaves_out():
     need(DCGM)
-    ours = monitoring.parse_metrics_csv(monitoring.metrics_csv(monitoring.settings()))
+    ours = _metrics_csv_fields(monitoring.metrics_csv(monitoring.settings()))
     upstream = upstream_fields()
     extra = {"DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
     assert set(ours) - upstream <= extra
@@ -86,7 +93,7 @@ def test_metrics_csv_uses_exporter_fields_and_adds_what_the_default_leaves_out()
     # every known field we accept from users exists upstream or is one of the documented extras
     assert upstream <= monitoring.KNOWN_FIELDS
     with open(os.path.join(DCGM, "default-counters.csv"), encoding="utf-8") as fh:
-        default = set(monitoring.parse_metrics_csv(fh.read()))
+        default = set(_metrics_csv_fields(fh.read()))
     for needed in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_PENDING",
                    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_THERMAL_VIOLATION",
                    "DCGM_FI_DEV_FB_TOTAL"):
@@ -130,7 +137,7 @@ def test_dashboards_are_sidecar_configmaps_on_real_metric_names():
     fields = set(m[0] for m in monitoring.metrics(monitoring.settings()))
     for board in boards:
         assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
-        queries = monitoring.panel_queries(board)
+        queries = monitoring_dashboards.queries(board)
         assert len(queries) >= 6
         for _board, _panel, expr in queries:
             names = set(re.findall(r"\b([A-Za-z_:][A-Za-z0-9_:]*)\{", expr))

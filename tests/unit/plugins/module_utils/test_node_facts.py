@@ -147,12 +147,6 @@ def test_unknown_error_keeps_rc_and_first_line():
     assert nf.classify_smi_error(124, "")[0] == "nvidia_smi_timeout"
 
 
-@needs_shared
-def test_smi_version_fixture():
-    assert nf.parse_smi_version(fixture("h100-80gb-hbm3__590.48.01__nvidia-smi--version.txt")) == {
-        "nvidia_smi": "590.48.01", "nvml": "590.48", "driver": "590.48.01", "cuda": "13.1"}
-
-
 # --- /proc/driver/nvidia/version, lsmod, nvidia-ctk ------------------------------------
 
 @needs_shared

@@ -62,11 +62,6 @@ def test_fields_asked_follow_what_the_driver_offers():
     assert nf.query_fields(None) == list(nf.QUERY_FIELDS)       # no listing: ask the classic set
 
 
-def test_version_table_of_driver_610_reads_the_kmd_version():
-    assert nf.parse_smi_version(fixture("nvidia-smi--version__610.57.04.txt")) == {
-        "nvidia_smi": "610.57.04", "nvml": "610.57", "driver": "610.57.04", "cuda": "13.3"}
-
-
 def test_gather_drops_a_refused_field_and_the_node_still_reads_as_working(tmp_path):
     """No --help-query-gpu answer; the driver refuses driver_version (as 610+CUDA 14 will)."""
     write(tmp_path, "/etc/os-release", 'ID=ubuntu\nVERSION_ID="24.04"\n')
