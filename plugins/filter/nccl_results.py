@@ -7,15 +7,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.nccl import parse
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
+@domain_filter()
 def nccl_results(text):
     # AnsibleUnsafeText and the other text types Ansible hands over are str subclasses
     if not isinstance(text, str):
-        raise AnsibleFilterError("nccl_results: %r (%s) is not text: the filter takes the log of an nccl-tests run as one string, "
+        raise DomainError("nccl_results: %r (%s) is not text: the filter takes the log of an nccl-tests run as one string, "
                                  "for example the stdout of 'kubectl logs <launcher pod>'" % (text, type(text).__name__))
     return parse(text)
 

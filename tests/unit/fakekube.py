@@ -5,7 +5,7 @@
 
     kube = FakeKube([obj, ...], served=True, fail={("CREATE", "Namespace", "team-b"): 500})
     kube.calls       # [Call(verb, kind, name, namespace, label_selector, dry_run)], verbs as Kube names them
-    kube.writes()    # the CREATE/REPLACE/PATCH/APPLY/DELETE calls
+    kube.writes()    # the CREATE/PATCH/APPLY/DELETE calls
 
 Every public method of Kube that talks to the API exists here with the same parameters
 (test_fakekube.py compares the signatures), so a test cannot pass against a call the real
@@ -25,7 +25,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors i
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import MERGE_PATCH
 
 Call = namedtuple("Call", "verb kind name namespace label_selector dry_run")
-WRITES = ("CREATE", "REPLACE", "PATCH", "APPLY", "DELETE")
+WRITES = ("CREATE", "PATCH", "APPLY", "DELETE")
 REASONS = {403: "Forbidden", 404: "Not Found", 409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
            500: "Internal Server Error"}
 
@@ -123,13 +123,6 @@ class FakeKube(object):
         if (kind, namespace, name) in self.objects:
             raise ApiError("CREATE", kind, name, namespace, status=409, reason="Conflict",
                            message='%s "%s" already exists' % (kind, name))
-        if not dry_run:
-            self.put(body)
-        return copy.deepcopy(body)
-
-    def replace(self, body, dry_run=False):
-        kind, namespace, name = self.key(body)
-        self._call("REPLACE", kind, name, namespace, dry_run=dry_run)
         if not dry_run:
             self.put(body)
         return copy.deepcopy(body)

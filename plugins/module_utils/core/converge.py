@@ -103,7 +103,7 @@ def metadata_differs(desired, live, parts=("labels", "annotations")):
 class Counted(object):
     """A Kube that counts the requests it is asked for, by verb (thread-safe); the rest passes through."""
 
-    VERBS = {"get": "GET", "list": "LIST", "create": "CREATE", "replace": "REPLACE", "patch": "PATCH",
+    VERBS = {"get": "GET", "list": "LIST", "create": "CREATE", "patch": "PATCH",
              "apply": "APPLY", "delete": "DELETE", "evict": "CREATE", "log": "GET"}
 
     def __init__(self, kube):

@@ -16,7 +16,7 @@ PLUGINS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "plugins"))
 MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 PREFIX = "ansible_collections.skaffon.gpu_platform.plugins."
 TIERS = [("core",), ("node",), ("gpu_operator", "sharing", "mig"), ("tenants", "queues", "quota", "monitoring"),
-         ("acceptance", "design", "gitops", "audit_policy")]
+         ("acceptance", "design", "gitops", "audit_policy", "workload")]
 TIER = dict((package, index) for index, names in enumerate(TIERS) for package in names)
 
 
