@@ -97,7 +97,7 @@ def quota_decreases(have, want):
     """Lowered quotas/limits below what the queue uses now: [(what, new, used)].
 
     Neither KAI nor Kueue evicts running work when a quota goes down, so such a
-    change leaves the queue over its quota (FACTS.md, quota changes).
+    change leaves the queue over its quota until enough of its work ends on its own.
     """
     out = []
     status = have.get("status") or {}
