@@ -12,11 +12,9 @@ import stat
 import pytest
 import yaml
 
-from playbook import run_playbook
+from kit.paths import NVIDIA_SMI as FIXTURES, REPO
+from kit.playbook import run_playbook
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
 PLAYBOOK = os.path.join(REPO, "playbooks", "node_prereqs.yml")
 PREFIX = "gpu.skaffon.io/"
 
@@ -39,8 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if not os.path.isdir(FIXTURES):
-        pytest.skip("real nvidia-smi fixtures not found at %s (../shared next to the repo)" % FIXTURES)
     from simcluster import testing
 
     work = tmp_path_factory.mktemp("labels")

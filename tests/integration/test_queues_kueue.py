@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from queues_helpers import (BIN, KUEUE_CHART, apply, gpu_job, inventory, kget, kubectl, play, running,
-                            start_cluster, wait_for)
+from kit.paths import BIN, KUEUE_CHART
+from kit.queues import apply, gpu_job, inventory, kget, kubectl, play, running, start_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 LABEL = "kueue.x-k8s.io/queue-name"

@@ -1,17 +1,14 @@
 """The MIG workflow (validate, drain, label, watch, verify) against a scripted fake API."""
 import copy
-import os
 
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import config as mc
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-DEFAULT_CM = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator",
-                                           "default-mig-parted-config.yaml"))
-pytestmark = [pytest.mark.needs_shared,
-              pytest.mark.skipif(not os.path.exists(DEFAULT_CM), reason="../shared/upstream absent")]
+from kit.paths import MIG_PARTED_CONFIG as DEFAULT_CM
+
+pytestmark = [pytest.mark.needs_shared]
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 

@@ -11,26 +11,17 @@ import json
 import os
 import stat
 
-import pytest
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-FIXTURES = os.path.join(SHARED, "fixtures", "nvidia-smi")
-CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
-CRDS = [os.path.join(SHARED, "upstream", "gpu-operator", "crds", name)
-        for name in ("nvidia.com_clusterpolicies.yaml", "nvidia.com_nvidiadrivers.yaml")]
+from kit import paths
+from kit.paths import BIN, REPO
+
+FIXTURES = paths.NVIDIA_SMI
+CHART = paths.gpu_operator_chart("v26.7.0")
+CRDS = [paths.CLUSTERPOLICY_CRD, paths.NVIDIADRIVER_CRD]
 EXAMPLE = os.path.join(REPO, "inventories", "example")
-BIN = os.path.join(REPO, ".venv", "bin")
 H100_SMI = "h100-80gb-hbm3_mig-enabled__590.48.01__query-gpu.csv"
 H100_DRIVER = "590.48.01"
-
-
-def need_shared():
-    for path in [CHART, FIXTURES] + CRDS:
-        if not os.path.exists(path):
-            pytest.skip("%s not found (../shared next to the repository)" % path)
 
 
 def example_pool(name):

@@ -1,0 +1,44 @@
+"""The pytest plugin of both suites (tests/ and simcluster/tests), loaded once by pytest.ini
+(`-p kit.plugin`, with tests/ and the repository root on sys.path):
+
+- this checkout is importable as skaffon.gpu_platform: a symlink farm
+  build/collections/ansible_collections/skaffon/gpu_platform -> repository root, on sys.path and in
+  ANSIBLE_COLLECTIONS_PATH (playbooks run by the tests find the collection there);
+- the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
+- tests marked `needs_shared` are skipped when ../shared is absent.
+"""
+import os
+import sys
+
+import pytest
+
+from kit import paths
+
+pytest_plugins = ["simcluster.pytest_plugin"]
+
+
+def _link_collection():
+    ns_dir = os.path.join(paths.COLLECTIONS, "ansible_collections", "skaffon")
+    link = os.path.join(ns_dir, "gpu_platform")
+    os.makedirs(ns_dir, exist_ok=True)
+    if not os.path.islink(link):
+        tmp = "%s.%d" % (link, os.getpid())
+        os.symlink(paths.REPO, tmp)
+        os.replace(tmp, link)
+
+
+_link_collection()
+if paths.COLLECTIONS not in sys.path:
+    sys.path.insert(0, paths.COLLECTIONS)
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", paths.COLLECTIONS)
+
+SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not found at %s" % paths.SHARED
+
+
+def pytest_collection_modifyitems(config, items):
+    if paths.have_shared():
+        return
+    skip = pytest.mark.skip(reason=SHARED_ABSENT)
+    for item in items:
+        if item.get_closest_marker("needs_shared") is not None:
+            item.add_marker(skip)
