@@ -46,6 +46,9 @@ def service_monitor(sim):
     return cluster_policy(sim)["spec"]["dcgmExporter"]["serviceMonitor"]
 
 
+# Both majors: the upgrade and the rollback are where helm 3 (three-way merge, client-side) and
+# helm 4 (server-side apply, strict field validation) really behave differently, with the chart's
+# pre-upgrade hook Job bringing the new CRDs in between.
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 def test_upgrade_with_the_chart_hook_and_roll_back(tmp_path_factory, tmp_path, helm):
     sim, plan = installed(tmp_path_factory, "hook-" + helm, helm)
