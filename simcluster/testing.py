@@ -6,7 +6,7 @@
     sim.api_client(); sim.dynamic(); sim.stats(); sim.stop()
 
 Playbooks get the credentials the way operators give them: `run_playbook(playbook, sim.env)`
-(tests/integration/playbook.py) adds an inventory source with `gpu_platform_kubeconfig` (the
+(tests/kit/playbook.py) adds an inventory source with `gpu_platform_kubeconfig` (the
 environment's `kubeconfig` attribute). The environment itself names no cluster: no KUBECONFIG or
 K8S_AUTH_* variable, and HOME holds a ~/.kube/config that points at a closed loopback port, so a
 module that ignores the inventory's credentials fails instead of finding the cluster by accident.
@@ -254,7 +254,7 @@ def cluster_marker(request):
 
 
 def fixture():
-    """The module-scoped `simcluster` pytest fixture (for conftest.py files)."""
+    """The module-scoped `simcluster` pytest fixture (simcluster/pytest_plugin.py)."""
     import pytest
 
     @pytest.fixture(scope="module")
