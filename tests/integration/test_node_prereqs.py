@@ -24,6 +24,7 @@ import tarfile
 import pytest
 
 from kit.paths import BIN as VENV_BIN, COLLECTIONS, NVIDIA_SMI as FIXTURES, REPO
+from kit.roots import put
 
 # Bump when the build recipe changes: the cache key is this string.
 CHROOT_VERSION = "debian12-minbase-py3-initramfs-headers-v2"
@@ -185,14 +186,6 @@ def writable_root(pristine, dest):
             subprocess.run(["umount", "-l", dest], capture_output=True)
         for path in (dest, upper, work):
             shutil.rmtree(path, ignore_errors=True)   # pytest keeps tmp dirs: a copy is 450 MB
-
-
-def put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
 
 
 def fake_gpu_pci(root):

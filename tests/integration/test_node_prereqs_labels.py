@@ -14,6 +14,7 @@ import yaml
 
 from kit.paths import NVIDIA_SMI as FIXTURES, REPO
 from kit.playbook import run_playbook
+from kit.roots import put
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "node_prereqs.yml")
 PREFIX = "gpu.skaffon.io/"
@@ -48,15 +49,6 @@ def cluster(tmp_path_factory):
         yield sim, str(work)
     finally:
         sim.stop()
-
-
-def put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
-    return full
 
 
 def fake_roots(work):

@@ -15,6 +15,7 @@ import yaml
 
 from kit import paths
 from kit.paths import BIN, REPO
+from kit.roots import put as _put
 
 FIXTURES = paths.NVIDIA_SMI
 CHART = paths.gpu_operator_chart("v26.7.0")
@@ -42,15 +43,6 @@ def cluster_file(path, extra_nodes=()):
     with open(path, "w") as handle:
         yaml.safe_dump({"crds": CRDS, "nodes": nodes}, handle)
     return path
-
-
-def _put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
-    return full
 
 
 def h100_root(base):

@@ -8,9 +8,10 @@ from kit import charts, paths, plugin
 
 
 class Item:
-    def __init__(self, *markers):
+    def __init__(self, *markers, nodeid="tests/unit/test_x.py::test_x"):
         self.markers = set(markers)
         self.added = []
+        self.nodeid = nodeid
 
     def get_closest_marker(self, name):
         return name if name in self.markers else None
@@ -28,6 +29,16 @@ def test_needs_shared_is_skipped_only_without_shared(monkeypatch, have_shared, s
     for item in items:
         for marker in item.added:
             assert marker.name == "skip" and "../shared" in marker.kwargs["reason"]
+
+
+def test_the_slowest_files_come_first_each_in_its_own_order(monkeypatch):
+    monkeypatch.setattr(plugin, "SLOWEST_FIRST", ("b/test_slow.py", "a/test_slower_than_c.py"))
+    ids = ["a/test_c.py::t1", "a/test_slower_than_c.py::t1", "a/test_c.py::t2", "b/test_slow.py::t2",
+           "b/test_slow.py::t1", "a/test_slower_than_c.py::t2"]
+    items = [Item(nodeid=nodeid) for nodeid in ids]
+    plugin.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["b/test_slow.py::t2", "b/test_slow.py::t1", "a/test_slower_than_c.py::t1",
+                                         "a/test_slower_than_c.py::t2", "a/test_c.py::t1", "a/test_c.py::t2"]
 
 
 def test_a_chart_is_rendered_once_per_values_and_helm_major(monkeypatch, tmp_path):
