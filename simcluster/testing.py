@@ -191,9 +191,10 @@ class SimCluster:
             RUNNING.remove(self)
 
 
-def start(cluster=None, workdir=None, timeout=30, port=0, state=None):
+def start(cluster=None, workdir=None, timeout=120, port=0, state=None):
     """Start a simulated cluster; `state`: a file that keeps the objects across
-    restarts (`sim.restart()`)."""
+    restarts (`sim.restart()`). `timeout` allows for a machine busy with other test runs
+    (30 s was too short there: the start failed and its module's tests with it)."""
     workdir = workdir or tempfile.mkdtemp(prefix="simcluster-")
     os.makedirs(workdir, exist_ok=True)
     path = resolve(cluster)
