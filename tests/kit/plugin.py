@@ -36,14 +36,19 @@ os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", paths.COLLECTIONS)
 SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not found at %s" % paths.SHARED
 
 
-# The test files that take longest, longest first (measured with --durations=0 on two busy cores).
+# The test files that take longest, longest first (from the files' start times in a run on two cores
+# shared with other runs, and their playbook counts; refresh from `--durations=0`).
 # `-n 2 --dist loadfile --no-loadscope-reorder` (pytest.ini) hands whole files to the two workers
 # in collection order: started first, the long ones end before the many short ones, and the two
 # workers finish together instead of one waiting alone for a long file handed out last (xdist's
 # own order, by number of tests, put the one-test demo last). Refresh when a file's time changes
 # much; a file not listed keeps its place after these.
-SLOWEST_FIRST = (
-)
+SLOWEST_FIRST = tuple("tests/integration/%s.py" % name for name in (
+    "test_gpu_operator", "test_demo", "test_site_airgap_kueue", "test_queues_kai", "test_bad_inputs",
+    "test_gpu_operator_upgrade", "test_module_api_errors", "test_tenants", "test_gpu_operator_inventory",
+    "test_queues_kueue", "test_node_prereqs", "test_simcluster_restart", "test_monitoring",
+    "test_design_templates", "test_quota_queues", "test_usage_report", "test_gitops_export",
+))
 
 
 @pytest.hookimpl(trylast=True)
