@@ -55,7 +55,7 @@ unit: $(STAMP) build/collections
 
 integration: $(STAMP) build/collections
 	scripts/system_deps.sh
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/integration simcluster/tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests/integration simcluster/tests $(PYTEST_ARGS)
 
 molecule: $(STAMP) build/collections
 	VENV=$(VENV) scripts/molecule.sh

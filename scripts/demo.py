@@ -140,9 +140,9 @@ def kget(env, *args):
 def start_prometheus(work, env, sim_url):
     """A real Prometheus scraping each GPU node's simulated DCGM exporter and kube-state-metrics
     (which a site gets from kube-prometheus-stack; the demo runs its pod), with the installed rules."""
-    sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+    sys.path.insert(0, os.path.join(REPO, "tests"))      # the test kit (tests/kit/prometheus.py)
     # the test suite's runner (loopback, temp data dir) and its scrape config of the simulated cluster
-    from prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
+    from kit.prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
     if BINARY is None:
         # make demo installs it (scripts/system_deps.sh); run by hand, stop before the checks, with the fix
         fail("no prometheus binary (Debian package prometheus), which the monitoring-alert check needs: "

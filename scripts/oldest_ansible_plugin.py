@@ -11,6 +11,6 @@ import pytest
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    harness = sys.modules.get("playbook")
+    harness = sys.modules.get("kit.playbook")
     if harness is not None:
         harness.BIN = os.path.join(os.environ["GPU_PLATFORM_ANSIBLE_VENV"], "bin")

@@ -1,4 +1,5 @@
-"""The `simcluster` fixture and its hooks, imported by the conftest.py files that use it.
+"""The `simcluster` fixture and its hooks, a pytest plugin (the test kit's plugin, tests/kit/plugin.py,
+registers it for tests/ and simcluster/tests).
 
 Pick the cluster file with `pytestmark = pytest.mark.cluster("file.yaml")` (resolved in
 tests/clusters/; default tests/clusters/default.yaml).

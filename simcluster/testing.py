@@ -6,7 +6,7 @@
     sim.api_client(); sim.dynamic(); sim.stats(); sim.stop()
 
 Playbooks get the credentials the way operators give them: `run_playbook(playbook, sim.env)`
-(tests/integration/playbook.py) adds an inventory source with `gpu_platform_kubeconfig` (the
+(tests/kit/playbook.py) adds an inventory source with `gpu_platform_kubeconfig` (the
 environment's `kubeconfig` attribute). The environment itself names no cluster: no KUBECONFIG or
 K8S_AUTH_* variable, and HOME holds a ~/.kube/config that points at a closed loopback port, so a
 module that ignores the inventory's credentials fails instead of finding the cluster by accident.
@@ -191,9 +191,10 @@ class SimCluster:
             RUNNING.remove(self)
 
 
-def start(cluster=None, workdir=None, timeout=30, port=0, state=None):
+def start(cluster=None, workdir=None, timeout=120, port=0, state=None):
     """Start a simulated cluster; `state`: a file that keeps the objects across
-    restarts (`sim.restart()`)."""
+    restarts (`sim.restart()`). `timeout` allows for a machine busy with other test runs
+    (30 s was too short there: the start failed and its module's tests with it)."""
     workdir = workdir or tempfile.mkdtemp(prefix="simcluster-")
     os.makedirs(workdir, exist_ok=True)
     path = resolve(cluster)
@@ -254,7 +255,7 @@ def cluster_marker(request):
 
 
 def fixture():
-    """The module-scoped `simcluster` pytest fixture (for conftest.py files)."""
+    """The module-scoped `simcluster` pytest fixture (simcluster/pytest_plugin.py)."""
     import pytest
 
     @pytest.fixture(scope="module")

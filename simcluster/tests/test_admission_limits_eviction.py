@@ -5,7 +5,7 @@ from simcluster import admission
 from simcluster.controllers import disruption
 from simcluster.errors import ApiError
 
-from test_admission_fake import FakeStore, gpu_pod, pod
+from kit.fake_store import FakeStore, gpu_pod, pod
 
 
 def limit_range(*items, name="limits", ns="team"):

@@ -4,7 +4,7 @@ import pytest
 from simcluster.errors import ApiError
 from simcluster.validation import podsecurity
 
-from test_admission_fake import FakeStore, pod
+from kit.fake_store import FakeStore, pod
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 RESTRICTED_POD_SC = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}

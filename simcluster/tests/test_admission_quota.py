@@ -3,7 +3,7 @@ import pytest
 
 from simcluster.errors import ApiError
 
-from test_admission_fake import FakeStore, gpu_pod, pod
+from kit.fake_store import FakeStore, gpu_pod, pod
 
 
 def quota(hard, name="gpu-quota", ns="team-a", **spec):

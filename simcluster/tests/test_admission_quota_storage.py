@@ -4,7 +4,7 @@ import pytest
 
 from simcluster.errors import ApiError
 
-from test_admission_fake import FakeStore
+from kit.fake_store import FakeStore
 
 SC = "fast-nvme.storageclass.storage.k8s.io/"
 

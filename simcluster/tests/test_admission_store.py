@@ -5,7 +5,7 @@ import pytest
 
 from simcluster.errors import ApiError
 
-from test_admission_fake import CRD, gpu_pod, pod, upstream_crd
+from kit.fake_store import CRD, gpu_pod, pod, upstream_crd
 
 store_mod = pytest.importorskip("simcluster.store")
 

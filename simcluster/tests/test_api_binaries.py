@@ -2,15 +2,15 @@
 
 import json
 import os
-import shutil
 
 import pytest
+
+from kit.paths import binary
 
 pytestmark = pytest.mark.slow
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHART = os.path.join(HERE, "charts", "tiny")
-BIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), ".venv", "bin")
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -52,15 +52,6 @@ spec:
               properties:
                 size: {type: integer}
 """
-
-
-def binary(name):
-    path = os.path.join(BIN, name)
-    if not os.path.exists(path):
-        path = shutil.which(name)
-    if not path:
-        pytest.skip("%s is not installed" % name)
-    return path
 
 
 @pytest.fixture(scope="module")

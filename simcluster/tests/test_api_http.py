@@ -3,7 +3,6 @@
 import base64
 import http.client
 import json
-import os
 import threading
 import time
 import urllib.parse
@@ -13,13 +12,11 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
+from kit.paths import CLUSTERPOLICY_CRD
 from simcluster import protobuf
 from simcluster.store import Store
 from simcluster.testing import InProcess
 
-SHARED = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
-CLUSTERPOLICY_CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds",
-                                 "nvidia.com_clusterpolicies.yaml")
 
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -299,7 +296,7 @@ def test_crd_served_dynamically(simcluster, dyn, ns):
     assert raw(simcluster, "GET", "/apis/example.com/v1/namespaces/%s/widgets" % ns)[0] == 404
 
 
-@pytest.mark.skipif(not os.path.exists(CLUSTERPOLICY_CRD), reason="../shared/upstream absent")
+@pytest.mark.needs_shared
 def test_real_clusterpolicy_crd(dyn):
     import yaml
     with open(CLUSTERPOLICY_CRD, encoding="utf-8") as fh:

@@ -1,20 +1,13 @@
 """The real kubectl 1.35: `apply -f` of a List with a custom resource, and `get` tables
 (CRD printer columns, Init:CrashLoopBackOff restarts, events)."""
 
-import os
 import re
 
 import pytest
 
-from simcluster.tests.test_api_binaries import binary
+from kit.paths import binary
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster("crashloop.yaml")]
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "shared",
-                      "upstream", "gpu-operator", "crds")
-if not os.path.isdir(SHARED):
-    pytest.skip("../shared/upstream (ClusterPolicy CRD) is absent", allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("crashloop.yaml")]
 
 # One `kind: List`: kubectl validates its items client-side against /openapi/v2.
 OPERATOR_LIST = """\

@@ -1,17 +1,14 @@
 """Server-side printing (meta.k8s.io Table) compared with the real printers' output."""
 
 import datetime
-import os
 
 import pytest
 import yaml
 
+from kit.paths import CLUSTERPOLICY_CRD
 from simcluster import jsonpath, tables
 from simcluster.registry import ResourceInfo, Registry
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "shared",
-                      "upstream", "gpu-operator", "crds")
 
 
 class Req:
@@ -178,9 +175,9 @@ def test_jsonpath_subset():
         jsonpath.parse(".a[?(foo)]")
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/upstream absent")
+@pytest.mark.needs_shared
 def test_clusterpolicy_status_and_age_columns_from_real_crd():
-    with open(os.path.join(SHARED, "nvidia.com_clusterpolicies.yaml"), encoding="utf-8") as fh:
+    with open(CLUSTERPOLICY_CRD, encoding="utf-8") as fh:
         crd = yaml.safe_load(fh)
     ci = ResourceInfo("nvidia.com", ["v1"], "clusterpolicies", "ClusterPolicy", False, crd=crd)
     obj = {"metadata": {"name": "cluster-policy", "creationTimestamp": "2026-01-02T03:04:05Z"},

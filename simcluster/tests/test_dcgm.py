@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from kit.dcgm import running, samples
 from simcluster import clusterfile, dcgm
 
 NODES = [{"name": "gpu-1", "host_driver": "550.54.15",
@@ -40,17 +41,6 @@ class Store:
         return None
 
 
-def running(name, namespace, node, labels=None, limits=None, annotations=None, created="2026-12-01T00:00:00Z",
-            image="busybox"):
-    c = {"name": "main", "image": image}
-    if limits:
-        c["resources"] = {"limits": limits}
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {},
-                         "annotations": annotations or {}, "creationTimestamp": created},
-            "spec": {"nodeName": node, "containers": [c]},
-            "status": {"phase": "Running", "containerStatuses": [{"ready": True}]}}
-
-
 @pytest.fixture
 def store():
     s = Store()
@@ -61,15 +51,6 @@ def store():
     s.add("configmaps", {"metadata": {"name": "ours", "namespace": "gpu-operator"},
                          "data": {"dcgm-metrics.csv": CSV}})
     return s
-
-
-def samples(text, name):
-    out = []
-    for line in text.splitlines():
-        m = re.match(r"^%s\{(.*)\} (\S+)$" % name, line)
-        if m:
-            out.append((dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))), float(m.group(2))))
-    return out
 
 
 def exporter(store, faults=None, twins=None):

@@ -7,16 +7,13 @@ TransformDCGMExporter (DCGM_REMOTE_HOSTENGINE_INFO=nvidia-dcgm:5555), dcgmi/Comm
 connection error text). Without the DaemonSet the exporter embeds nv-hostengine and dcgmi finds
 nothing to connect to.
 """
-import os
 
 import pytest
 
 from simcluster import dcgm
-from simcluster.twins.testkit import SHARED, TwinCluster
+from simcluster.twins.testkit import TwinCluster
 
-pytestmark = [pytest.mark.needs_shared, pytest.mark.skipif(
-    not os.path.isdir(os.path.join(SHARED, "upstream", "gpu-operator")),
-    reason="needs ../shared/upstream/gpu-operator (real CRDs)")]
+pytestmark = [pytest.mark.needs_shared]
 
 NODE = "gpu-h100-1"
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"

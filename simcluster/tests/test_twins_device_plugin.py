@@ -5,11 +5,11 @@ import pytest
 import yaml
 
 from simcluster.twins.device_plugin import ConfigError, parse_config
-from simcluster.twins.testkit import SHARED, TwinCluster, pod, status_word
+from kit.paths import GPU_OPERATOR
+from simcluster.twins.testkit import TwinCluster, pod, status_word
 
-EXAMPLES = os.path.join(SHARED, "upstream", "gpu-operator", "examples")
-pytestmark = [pytest.mark.needs_shared, pytest.mark.skipif(
-    not os.path.isdir(EXAMPLES), reason="needs ../shared/upstream/gpu-operator (CRDs, examples)")]
+EXAMPLES = os.path.join(GPU_OPERATOR, "examples")
+pytestmark = [pytest.mark.needs_shared]
 DS = "nvidia-device-plugin-daemonset"
 
 

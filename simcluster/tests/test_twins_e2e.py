@@ -1,17 +1,14 @@
 """End to end: the twins behind the HTTP API, driven by the kubernetes client and kubectl."""
 import json
-import os
 import shutil
 import time
 
 import pytest
 
-from simcluster.twins.testkit import SHARED, chart_workloads, cluster_policy
+from simcluster.twins.testkit import chart_workloads, cluster_policy
 
 pytestmark = [
-    pytest.mark.cluster("default.yaml"), pytest.mark.slow, pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "upstream", "gpu-operator")),
-                       reason="needs ../shared/upstream/gpu-operator (CRDs)")]
+    pytest.mark.cluster("default.yaml"), pytest.mark.slow, pytest.mark.needs_shared]
 NS = "gpu-operator"
 CUDA_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 

@@ -3,7 +3,7 @@ container toolkit's defaults NVIDIA_VISIBLE_DEVICES=all without a request gets e
 platform's settings (toolkit env in the ClusterPolicy, or the host's config.toml) none."""
 import pytest
 
-from simcluster.tests.test_dcgm import running, samples
+from kit.dcgm import running, samples
 from simcluster.twins import nvidia_runtime as nr
 from simcluster.twins.testkit import TwinCluster, pod
 

@@ -6,11 +6,10 @@ import pytest
 import yaml
 
 from simcluster.twins.mig_manager import MigError, parse_configs, plan
-from simcluster.twins.testkit import SHARED, TwinCluster, pod
+from kit.paths import GPU_OPERATOR as UPSTREAM
+from simcluster.twins.testkit import TwinCluster, pod
 
-UPSTREAM = os.path.join(SHARED, "upstream", "gpu-operator")
-pytestmark = [pytest.mark.needs_shared, pytest.mark.skipif(
-    not os.path.isdir(UPSTREAM), reason="needs ../shared/upstream/gpu-operator (mig-parted config)")]
+pytestmark = [pytest.mark.needs_shared]
 STATE = "nvidia.com/mig.config.state"
 PAUSABLE = ["device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter"]
 

@@ -3,11 +3,9 @@ import os
 
 import pytest
 
-from simcluster.twins.testkit import SHARED, TwinCluster, status_word
+from simcluster.twins.testkit import TwinCluster, status_word
 
-pytestmark = [pytest.mark.needs_shared, pytest.mark.skipif(
-    not os.path.isdir(os.path.join(SHARED, "upstream", "gpu-operator")),
-    reason="needs ../shared/upstream/gpu-operator (real CRDs, label examples, mig-parted config)")]
+pytestmark = [pytest.mark.needs_shared]
 
 NFD_WORKER_DS = "gpu-operator-node-feature-discovery-worker"  # the chart's NFD subchart
 OPERANDS = ["gpu-feature-discovery", "nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter",

@@ -5,7 +5,7 @@ import pytest
 from simcluster.errors import ApiError
 from simcluster.validation.quantity import Quantity, QuantityError
 
-from test_admission_fake import FakeStore, gpu_pod, pod
+from kit.fake_store import FakeStore, gpu_pod, pod
 
 
 def _fail(store, resource, obj):

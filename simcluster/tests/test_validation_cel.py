@@ -4,7 +4,7 @@ import pytest
 from simcluster.errors import ApiError
 from simcluster.validation import cel
 
-from test_admission_fake import FakeStore
+from kit.fake_store import FakeStore
 
 VAP = "validatingadmissionpolicies.admissionregistration.k8s.io"
 VAPB = "validatingadmissionpolicybindings.admissionregistration.k8s.io"

@@ -4,7 +4,7 @@ import pytest
 from simcluster.errors import ApiError
 from simcluster.validation import schema
 
-from test_admission_fake import CRD, FakeStore, install_crd
+from kit.fake_store import CRD, FakeStore, install_crd
 
 pytestmark = pytest.mark.needs_shared
 

@@ -4,7 +4,7 @@ import pytest
 from simcluster.errors import ApiError
 from simcluster.validation import names
 
-from test_admission_fake import CRD, FakeStore
+from kit.fake_store import CRD, FakeStore
 
 SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
              "'-' or '.', and must start and end with an alphanumeric character (e.g. "

@@ -12,12 +12,13 @@ import os
 
 import pytest
 
-from playbook import REPO, run_playbook
-from pool_inventory import BIN, SHARED, cluster_file, need_shared, write_inventory, writes
+from kit.paths import BIN, REPO, gpu_operator_chart
+from kit.playbook import run_playbook
+from kit.pool_inventory import cluster_file, write_inventory, writes
 
 PLAYBOOKS = dict((name, os.path.join(REPO, "playbooks", name + ".yml"))
                  for name in ("gpu_operator", "node_prereqs", "mig"))
-OLD_CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.3.3.tgz")
+OLD_CHART = gpu_operator_chart("v26.3.3")
 TIME_SLICING = {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}}
 REPORT = os.path.join(REPO, "build", "reports", "bad-inputs.md")
 # in a case's -e: gpu_operator.yml plans from the GPU hosts' facts instead of the fixture's plan
@@ -121,7 +122,6 @@ RESULTS = []
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The example fleet prepared by node_prereqs and running the operator with time-slicing."""
-    need_shared()
     from simcluster import testing
     work = tmp_path_factory.mktemp("bad-inputs")
     sim = testing.start(cluster_file(str(work / "cluster.yaml")), str(work / "run"))

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from playbook import BIN, REPO
-from pool_inventory import CHART, cluster_file, need_shared, write_inventory
-from test_secrets_not_logged import PLAYBOOK, env, plan_file, serve_repo
+from kit.helm_repo import PLAYBOOK, env, plan_file, serve_repo
+from kit.paths import BIN
+from kit.pool_inventory import CHART, cluster_file, write_inventory
 
 USER, PASSWORD = "chart-reader-7q", "Wrong-Pa55-x1"    # not what the repository accepts
 
@@ -17,12 +17,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 
 def test_failed_pull_says_why_without_the_credentials_and_cleans_up(tmp_path):
-    need_shared()
     from simcluster import testing
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(CHART, str(repo))
-    server = serve_repo(str(repo))
+    server = serve_repo(str(repo), "ops", "Repo-Pa55-q8v")     # the repository's own account
     url = "http://127.0.0.1:%d" % server.server_address[1]
     subprocess.run([os.path.join(BIN, "helm3"), "repo", "index", str(repo), "--url", url], check=True)
     sim = testing.start(cluster_file(str(tmp_path / "cluster.yaml")), str(tmp_path / "run"))
@@ -35,7 +34,7 @@ def test_failed_pull_says_why_without_the_credentials_and_cleans_up(tmp_path):
             "gpu_operator_chart_repo_username": USER, "gpu_operator_chart_repo_password": PASSWORD})
         run_env = dict(env(sim), TMPDIR=str(scratch))
         proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inv, PLAYBOOK, "-vvv",
-                               "-e", "@" + plan_file(tmp_path, sim, inv)],
+                               "-e", "@" + plan_file(tmp_path)],
                               env=run_env, capture_output=True, text=True, timeout=900)
     finally:
         sim.stop()

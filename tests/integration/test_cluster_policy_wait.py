@@ -9,10 +9,9 @@ import os
 
 import pytest
 
-from playbook import run_playbook, task_play
+from kit.paths import CLUSTERPOLICY_CRD as CRD
+from kit.playbook import run_playbook, task_play
 
-SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
-CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
 NS = "gpu-ops"
 POOL_TAINT = {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}
 
@@ -32,8 +31,7 @@ def cluster_file(tmp_dir, nodes, faults):
     return path
 
 
-pytestmark = [pytest.mark.needs_shared,
-              pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent")]
+pytestmark = [pytest.mark.needs_shared]
 
 
 def start(tmp_path_factory, nodes, faults=None):

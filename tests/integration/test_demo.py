@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
+from kit.paths import REPO
 CHECKS = ("operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
           "sharing-verified", "queues-fair", "monitoring-alert", "update-rehearsed", "tenant-isolation",
           "registry-policy", "audit-trail", "gpu-access-by-request", "runbooks")
@@ -16,8 +15,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 
 def test_demo_runs_site_then_verify_and_every_check_passes():
-    if not os.path.isdir(os.path.join(SHARED, "fixtures", "nvidia-smi")):
-        pytest.skip("../shared (nvidia-smi captures, charts, CRDs) not found next to the repo")
     proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "demo.py")], cwd=REPO,
                           capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", DEMO_IDEMPOTENCE="1"))

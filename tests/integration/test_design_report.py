@@ -2,7 +2,8 @@
 import filecmp
 import os
 
-from playbook import REPO, run_playbook
+from kit.paths import REPO
+from kit.playbook import run_playbook
 
 REPORT = os.path.join(REPO, "playbooks", "design_report.yml")
 EXAMPLE_INVENTORY = os.path.join(REPO, "inventories", "example")

@@ -13,14 +13,13 @@ import time
 import pytest
 import yaml
 
-from playbook import CLUSTER_DEFAULTS, REPO, run_playbook
+from kit.paths import CLUSTERPOLICY_CRD as CRD, REPO
+from kit.playbook import CLUSTER_DEFAULTS, run_playbook
 
 INVENTORY = os.path.join(REPO, "tests", "integration", "design_inventory")
 EXAMPLE = os.path.join(REPO, "inventories", "example")
 REPORT = os.path.join(REPO, "playbooks", "design_report.yml")
 MIG = os.path.join(REPO, "playbooks", "mig.yml")
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
 OPERATOR_NS = "gpu-operator"
 TEAMS = ("team-a", "team-b", "team-c")
 
@@ -60,7 +59,6 @@ def _cluster_file():
 
 pytestmark = [
     pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
     pytest.mark.cluster(_cluster_file()),
 ]
 

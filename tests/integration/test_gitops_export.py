@@ -5,10 +5,11 @@ import os
 import pytest
 import yaml
 
-from playbook import REPO, run_playbook
+from kit.gpu_operator import plan_for
+from kit.paths import BIN, REPO, UPSTREAM as SHARED
+from kit.playbook import run_playbook
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "gitops_export.yml")
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream"))
 pytestmark = [pytest.mark.slow]
 
 TEAMS = [
@@ -110,12 +111,11 @@ def test_export_is_deterministic_complete_and_prunes(tmp_path):
     assert (out / "README.md").exists()
 
 
+@pytest.mark.needs_shared
 def test_export_validates_against_the_crds_and_kubernetes_schemas(tmp_path):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     import jsonschema
     crd_path = os.path.join(SHARED, "argo-cd", "crds", "application-crd.yaml")
-    if not os.path.exists(crd_path):
-        pytest.skip("../shared/upstream not found")
     inv = write_inventory(tmp_path / "inv", TEAMS)
     out = tmp_path / "gitops"
     assert export(inv, out).rc == 0
@@ -156,13 +156,8 @@ PROMETHEUS_CRDS = [os.path.join(SHARED, "prometheus-operator", "crds", "monitori
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(sim, inventory, the values the release got from gpu_operator.yml)."""
-    from pool_inventory import BIN, cluster_file, need_shared, write_inventory
+    from kit.pool_inventory import cluster_file, write_inventory     # (this module has a write_inventory)
     from simcluster import testing
-    from test_gpu_operator import plan_for
-    need_shared()
-    for path in PROMETHEUS_CRDS:
-        if not os.path.exists(path):
-            pytest.skip("%s not found (../shared next to the repository)" % path)
     work = tmp_path_factory.mktemp("gitops-same-values")
     spec_path = cluster_file(str(work / "cluster.yaml"))
     spec = yaml.safe_load(open(spec_path))
@@ -188,6 +183,7 @@ def installed(tmp_path_factory):
         sim.stop()
 
 
+@pytest.mark.needs_shared
 def test_exported_application_values_are_the_values_helm_got(installed, tmp_path):
     sim, inv, helm_values = installed
     # what the values must carry for this inventory, or the comparison below proves little
@@ -208,6 +204,7 @@ def test_exported_application_values_are_the_values_helm_got(installed, tmp_path
     assert app["spec"]["source"]["helm"]["valuesObject"] == helm_values
 
 
+@pytest.mark.needs_shared
 def test_image_list_is_rendered_from_the_values_helm_got(installed, tmp_path):
     sim, inv, helm_values = installed
     out = tmp_path / "images"

@@ -9,17 +9,13 @@ inventory plan replaced) and issue 11 defects 3 and 4 (bad input -> rollback; ro
 """
 import json
 import os
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from inventory import write_inventory  # noqa: E402
-from playbook import run_playbook  # noqa: E402
-from test_gpu_operator import (BIN, CHARTS, REPO, gpu_node, kget, plan_for, real_chart,  # noqa: E402
-                               start_cluster)
+from kit.gpu_operator import BIN, REPO, gpu_node, kget, plan_for, real_chart, start_cluster
+from kit.inventory import write_inventory
+from kit.paths import GPU_OPERATOR_CHARTS as CHARTS
+from kit.playbook import run_playbook
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 NS = "nvidia-gpu-operator"

@@ -5,16 +5,10 @@ content change must restart nvidia-device-plugin-daemonset, and nodes must then
 advertise GPUs x replicas. Pools marked for tenants of different trust refuse
 time-slicing unless overridden.
 """
-import os
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from test_gpu_operator import (NS, base_vars, gpu_node, kget, package_chart, plan_for, play,  # noqa: E402
-                               start_cluster)
+from kit.gpu_operator import NS, base_vars, gpu_node, kget, package_chart, plan_for, play, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 TRUST = "gpu.skaffon.io/trust"

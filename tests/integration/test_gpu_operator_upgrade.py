@@ -12,15 +12,13 @@ Each scenario gets its own cluster (no CRDs up front: the v26.3.3 install create
 """
 import json
 import os
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from test_gpu_operator import (BIN, MIRROR, NS, PUBLIC, REPO, base_vars, cluster_policy, gpu_node,  # noqa: E402
-                               kget, plan_for, play, real_chart, start_cluster)
+from kit.gpu_operator import (BIN, MIRROR, NS, PUBLIC, REPO, base_vars, cluster_policy, gpu_node, kget, plan_for,
+                              play, real_chart, start_cluster)
+from kit.inventory import write_inventory
+from kit.playbook import run_playbook
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 UPGRADE = os.path.join(REPO, "playbooks", "gpu_operator_upgrade.yml")
@@ -48,6 +46,9 @@ def service_monitor(sim):
     return cluster_policy(sim)["spec"]["dcgmExporter"]["serviceMonitor"]
 
 
+# Both majors: the upgrade and the rollback are where helm 3 (three-way merge, client-side) and
+# helm 4 (server-side apply, strict field validation) really behave differently, with the chart's
+# pre-upgrade hook Job bringing the new CRDs in between.
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 def test_upgrade_with_the_chart_hook_and_roll_back(tmp_path_factory, tmp_path, helm):
     sim, plan = installed(tmp_path_factory, "hook-" + helm, helm)
@@ -164,7 +165,6 @@ def test_airgapped_upgrade_pulls_only_from_the_mirror(tmp_path_factory):
 def test_upgrade_runs_the_host_detection_first(tmp_path_factory, tmp_path):
     """Issue 9: the upgrade playbook detects the host drivers itself (it used to compute the plan
     from hostvars without facts: facts_missing, then a rescue `helm rollback` of nothing)."""
-    from inventory import write_inventory
     sim, plan = installed(tmp_path_factory, "facts", "helm3")
     try:
         site = {"gpu_operator_kubeconfig": sim.kubeconfig, "gpu_operator_helm_binary": os.path.join(BIN, "helm3"),
@@ -172,7 +172,6 @@ def test_upgrade_runs_the_host_detection_first(tmp_path_factory, tmp_path):
                 "gpu_operator_chart_ref": real_chart("v26.7.0").replace("v26.7.0", "{{ gpu_operator_chart_version }}"),
                 "gpu_operator_wait_timeout": 60, "gpu_operator_wait_stable_for": 2}
         inv = write_inventory(tmp_path, {"pool_h100": {"gpu-a": True}, "pool_l40s": {"gpu-b": False}}, site)
-        from playbook import run_playbook
         # issue 11 defect 3: a bad input is refused before any write, nothing is rolled back
         bad = run_playbook(UPGRADE, sim.env, inventory=inv, extra_vars={"gpu_operator_chart_version": "latest"})
         assert bad.rc != 0 and len(history(sim)) == 1, bad

@@ -4,10 +4,10 @@ import os
 import pytest
 import yaml
 
-from playbook import REPO, run_playbook
+from kit.paths import REPO, gpu_operator_chart
+from kit.playbook import run_playbook
 
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+CHART = gpu_operator_chart("v26.7.0")
 MIRROR = "mirror.example:5000/nvidia"
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]

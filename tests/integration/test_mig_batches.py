@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from playbook import REPO, run_playbook
-from pool_inventory import env_without_kubeconfig, write_inventory, writes
-from test_mig_helpers import labels, mig_module
+from kit.mig import labels, mig_module
+from kit.paths import REPO
+from kit.playbook import run_playbook
+from kit.pool_inventory import env_without_kubeconfig, write_inventory, writes
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "mig.yml")
 NODES = ("gpu-h100-1", "gpu-h100-2", "gpu-h100-3", "gpu-h100-5")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_mig_helpers import labels, mig_module, node, run_mig, run_module_playbook, wait_pod_running
+from kit.mig import labels, mig_module, node, run_mig, run_module_playbook, wait_pod_running
 
 pytestmark, cluster = mig_module("mig-single.yaml", "single", pending=["gpu-h100-4"], failing=["gpu-h100-6"])
 

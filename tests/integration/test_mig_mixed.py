@@ -1,5 +1,5 @@
 """Integration: MIG strategy mixed on the simulated cluster (own cluster: the strategy is cluster-wide)."""
-from test_mig_helpers import mig_module, node, run_mig
+from kit.mig import mig_module, node, run_mig
 
 pytestmark, cluster = mig_module("mig-mixed.yaml", "mixed")
 

@@ -3,8 +3,9 @@ import os
 
 import pytest
 
-from playbook import REPO, run_playbook
-from test_mig_helpers import labels, mig_module
+from kit.mig import labels, mig_module
+from kit.paths import REPO
+from kit.playbook import run_playbook
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "mig.yml")
 

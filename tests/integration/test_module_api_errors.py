@@ -15,8 +15,9 @@ import urllib.request
 
 import pytest
 
-from playbook import BIN, run_playbook
-from test_mig_helpers import labels, mig_module
+from kit.mig import labels, mig_module
+from kit.paths import BIN
+from kit.playbook import run_playbook
 
 pytestmark, cluster = mig_module("api-errors.yaml", "single", pending=["gpu-h100-4"])
 TABLE = []

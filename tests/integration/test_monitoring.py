@@ -9,31 +9,25 @@ and a rule on kube-state-metrics series fires when a GPU node stops offering its
 """
 import json
 import os
-import sys
 import time
 import urllib.request
 
 import pytest
 import yaml
 
+from kit.paths import BIN, CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, REPO, UPSTREAM, gpu_operator_chart
+from kit.playbook import run_playbook
+from kit.prometheus import (BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config,
+                            series_selectors)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream"))
-BIN = os.path.join(REPO, ".venv", "bin")
-CHART = os.path.join(SHARED, "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
-CRDS = [os.path.join(SHARED, "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml"),
-        os.path.join(SHARED, "gpu-operator", "crds", "nvidia.com_nvidiadrivers.yaml"),
-        os.path.join(SHARED, "prometheus-operator", "crds", "monitoring.coreos.com_prometheusrules.yaml"),
-        os.path.join(SHARED, "prometheus-operator", "crds", "monitoring.coreos.com_servicemonitors.yaml")]
+CHART = gpu_operator_chart("v26.7.0")
+CRDS = [CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD,
+        os.path.join(UPSTREAM, "prometheus-operator", "crds", "monitoring.coreos.com_prometheusrules.yaml"),
+        os.path.join(UPSTREAM, "prometheus-operator", "crds", "monitoring.coreos.com_servicemonitors.yaml")]
 INVENTORY = os.path.join(HERE, "inventories", "monitoring")
 PLAYBOOK = os.path.join(REPO, "playbooks", "monitoring.yml")
 GPU_NODES = ["gpu-h100-1", "gpu-l40s-1"]
-
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from playbook import run_playbook  # noqa: E402
-from prometheus import (BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment,  # noqa: E402
-                        scrape_config, series_selectors)
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
@@ -49,9 +43,6 @@ def kget(sim, *args):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from simcluster import testing
-    for path in CRDS + [CHART]:
-        if not os.path.exists(path):
-            pytest.skip("%s not found (../shared absent)" % path)
     work = tmp_path_factory.mktemp("monitoring")
     spec = {"crds": CRDS, "nfd": "preinstalled", "nodes": [
         {"name": "gpu-h100-1", "host_driver": "550.54.15", "labels": {"gpu.skaffon.io/accelerator": "h100"},
@@ -69,8 +60,6 @@ def cluster(tmp_path_factory):
 
 def test_refuses_before_any_write_when_prometheus_rule_crd_missing(tmp_path_factory):
     from simcluster import testing
-    if not os.path.exists(CRDS[0]):
-        pytest.skip("../shared absent")
     work = tmp_path_factory.mktemp("no-crds")
     (work / "cluster.yaml").write_text(yaml.safe_dump({"crds": CRDS[:1], "nodes": [{"name": "cpu-1"}]}))
     sim = testing.start(str(work / "cluster.yaml"), str(work / "run"))

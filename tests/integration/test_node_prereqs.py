@@ -1,13 +1,17 @@
 """Integration: run roles/node_prereqs for real against a Debian 12 root.
 
 The root is made with debootstrap once and cached as a tarball under
-~/.cache/skaffon-chroot (keyed by CHROOT_VERSION), then unpacked per test and
-driven through the community.general.chroot connection. An `nvidia-smi`
+~/.cache/skaffon-chroot (keyed by CHROOT_VERSION; kept between runs, built at most
+once per run even with several pytest-xdist workers), unpacked once next to it,
+and each test gets a writable copy (an overlay mount over the unpacked root, a
+plain copy where overlays cannot be mounted), driven through the
+community.general.chroot connection. An `nvidia-smi`
 stand-in inside the chroot prints real captured outputs from
 <repo>/../shared/fixtures/nvidia-smi/.
 
-Build the cache by hand: .venv/bin/python tests/integration/test_node_prereqs.py --build
+Build the cache by hand: PYTHONPATH=tests .venv/bin/python tests/integration/test_node_prereqs.py --build
 """
+import contextlib
 import fcntl
 import json
 import os
@@ -19,10 +23,8 @@ import tarfile
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
-VENV_BIN = os.path.join(REPO, ".venv", "bin")
+from kit.paths import BIN as VENV_BIN, COLLECTIONS, NVIDIA_SMI as FIXTURES, REPO
+from kit.roots import put
 
 # Bump when the build recipe changes: the cache key is this string.
 CHROOT_VERSION = "debian12-minbase-py3-initramfs-headers-v2"
@@ -79,20 +81,61 @@ def build_chroot(workdir):
         json.dump(meta, f)
     os.replace(meta_path + ".tmp", meta_path)
     os.replace(tmp, tar_path)
-    shutil.rmtree(root, ignore_errors=True)
+    try:        # the built root is the unpacked tarball: keep it instead of unpacking again
+        shutil.rmtree(unpacked_paths(tar_path)[0], ignore_errors=True)
+        os.rename(root, unpacked_paths(tar_path)[0])
+        _stamp(tar_path)
+    except OSError:
+        shutil.rmtree(root, ignore_errors=True)
     return meta
 
 
-def ensure_chroot(workdir):
-    """Cached image, built once even with several pytest-xdist workers."""
-    tar_path, meta_path = cache_paths()
+@contextlib.contextmanager
+def cache_lock():
     os.makedirs(CACHE_DIR, exist_ok=True)
     with open(os.path.join(CACHE_DIR, CHROOT_VERSION + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_chroot(workdir):
+    """Cached image, built once even with several pytest-xdist workers; returns the unpacked
+    root (read-only by convention: tests work on `writable_root` copies) and the metadata."""
+    tar_path, meta_path = cache_paths()
+    with cache_lock():
         if not (os.path.exists(tar_path) and os.path.exists(meta_path)):
             build_chroot(workdir)
+        pristine = _unpacked(tar_path)
     with open(meta_path) as handle:
-        return tar_path, json.load(handle)
+        return pristine, json.load(handle)
+
+
+def unpacked_paths(tar_path):
+    """(the unpacked root next to the tarball, the stamp naming the tarball it came from)."""
+    root = tar_path[:-len(".tar")] + ".root"
+    return root, root + ".from"
+
+
+def _stamp(tar_path):
+    with open(unpacked_paths(tar_path)[1], "w") as handle:
+        handle.write(str(os.stat(tar_path).st_mtime_ns))
+
+
+def _unpacked(tar_path):
+    """The tarball unpacked once next to it (again only when the tarball changed); under the lock."""
+    root, stamp = unpacked_paths(tar_path)
+    if os.path.isdir(root) and os.path.exists(stamp):
+        with open(stamp) as handle:
+            if handle.read() == str(os.stat(tar_path).st_mtime_ns):
+                return root
+    shutil.rmtree(root, ignore_errors=True)
+    tmp = "%s.%d.tmp" % (root, os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    subprocess.run(["tar", "-xf", tar_path, "-C", tmp], check=True)
+    os.rename(tmp, root)
+    _stamp(tar_path)
+    return root
 
 
 # --- fixtures ---------------------------------------------------------------------------
@@ -112,7 +155,7 @@ def _skip_reason():
 
 @pytest.fixture(scope="session")
 def chroot_image(tmp_path_factory):
-    """(tarball path, metadata) of the cached Debian 12 root; built if missing."""
+    """(unpacked root, metadata) of the cached Debian 12 root; built if missing."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
@@ -125,18 +168,24 @@ def chroot_image(tmp_path_factory):
         pytest.skip("debootstrap of Debian 12 from %s took over %ds (slow mirror)" % (MIRROR, BUILD_TIMEOUT))
 
 
-def unpack(tar_path, dest):
-    os.makedirs(dest)
-    subprocess.run(["tar", "-xf", tar_path, "-C", dest], check=True)
-    return dest
-
-
-def put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
+@contextlib.contextmanager
+def writable_root(pristine, dest):
+    """A root at `dest` to change freely: an overlay over the unpacked `pristine` root (its
+    upper layer next to `dest`), or a copy of it where no overlay can be mounted. Removed after."""
+    upper, work = dest + ".upper", dest + ".work"
+    for path in (dest, upper, work):
+        os.makedirs(path)
+    mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", "lowerdir=%s,upperdir=%s,workdir=%s"
+                              % (pristine, upper, work), dest], capture_output=True).returncode == 0
+    if not mounted:
+        subprocess.run(["cp", "-a", pristine + "/.", dest], check=True)
+    try:
+        yield dest
+    finally:
+        if mounted and subprocess.run(["umount", dest], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", dest], capture_output=True)
+        for path in (dest, upper, work):
+            shutil.rmtree(path, ignore_errors=True)   # pytest keeps tmp dirs: a copy is 450 MB
 
 
 def fake_gpu_pci(root):
@@ -175,7 +224,7 @@ def playbook(inventory, *extra, check=False):
     env.update({"PATH": VENV_BIN + os.pathsep + env.get("PATH", ""), "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_HOST_KEY_CHECKING": "0",
                 "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
-                "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "build", "collections")})
+                "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS})
     cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inventory,
            os.path.join(REPO, "playbooks", "node_prereqs.yml")] + list(extra)
     if check:
@@ -214,12 +263,9 @@ BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
 @pytest.mark.slow
 @pytest.mark.needs_shared
 def test_operator_driver_path_blacklists_nouveau_and_installs_headers(chroot_image, tmp_path):
-    tar_path, meta = chroot_image
-    root = unpack(tar_path, str(tmp_path / "root"))
-    try:
+    pristine, meta = chroot_image
+    with writable_root(pristine, str(tmp_path / "root")) as root:
         _operator_driver_path(root, str(tmp_path), meta["headers_release"])
-    finally:
-        shutil.rmtree(root, ignore_errors=True)   # 450 MB; pytest keeps tmp dirs
 
 
 def _operator_driver_path(root, tmp, release):
@@ -270,11 +316,9 @@ def _operator_driver_path(root, tmp, release):
 @pytest.fixture(scope="module")
 def readonly_root(chroot_image, tmp_path_factory):
     """One unpacked root for scenarios where the role must change nothing."""
-    tar_path = chroot_image[0]
     base = tmp_path_factory.mktemp("readonly")
-    root = unpack(tar_path, str(base / "root"))
-    yield root, str(base)
-    shutil.rmtree(root, ignore_errors=True)
+    with writable_root(chroot_image[0], str(base / "root")) as root:
+        yield root, str(base)
 
 
 @pytest.mark.slow

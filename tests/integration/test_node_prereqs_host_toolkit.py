@@ -4,7 +4,7 @@ The file nvidia-ctk writes (keys commented at the top, sections below): the two 
 set in place, a second run and check mode change nothing, a missing file is refused with the fix."""
 import os
 
-from playbook import run_playbook
+from kit.playbook import run_playbook
 
 CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
 #accept-nvidia-visible-devices-envvar-when-unprivileged = true

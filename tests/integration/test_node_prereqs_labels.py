@@ -12,11 +12,10 @@ import stat
 import pytest
 import yaml
 
-from playbook import run_playbook
+from kit.paths import NVIDIA_SMI as FIXTURES, REPO
+from kit.playbook import run_playbook
+from kit.roots import put
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
 PLAYBOOK = os.path.join(REPO, "playbooks", "node_prereqs.yml")
 PREFIX = "gpu.skaffon.io/"
 
@@ -39,8 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if not os.path.isdir(FIXTURES):
-        pytest.skip("real nvidia-smi fixtures not found at %s (../shared next to the repo)" % FIXTURES)
     from simcluster import testing
 
     work = tmp_path_factory.mktemp("labels")
@@ -52,15 +49,6 @@ def cluster(tmp_path_factory):
         yield sim, str(work)
     finally:
         sim.stop()
-
-
-def put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
-    return full
 
 
 def fake_roots(work):

@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from playbook import REPO, run_playbook
-from pool_inventory import BIN, cluster_file, env_without_kubeconfig, need_shared, write_inventory, writes
+from kit.paths import BIN, REPO
+from kit.playbook import run_playbook
+from kit.pool_inventory import cluster_file, env_without_kubeconfig, write_inventory, writes
 
 NODE_PREREQS = os.path.join(REPO, "playbooks", "node_prereqs.yml")
 GPU_OPERATOR = os.path.join(REPO, "playbooks", "gpu_operator.yml")
@@ -24,7 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    need_shared()
     from simcluster import testing
     work = tmp_path_factory.mktemp("pool-taints")
     cluster = testing.start(cluster_file(str(work / "cluster.yaml")), str(work / "run"))

@@ -11,7 +11,8 @@ import urllib.request
 import pytest
 import yaml
 
-from playbook import REPO, run_playbook
+from kit.paths import REPO
+from kit.playbook import run_playbook
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster("no-gpu.yaml")]
 TENANTS = os.path.join(REPO, "playbooks", "tenants.yml")

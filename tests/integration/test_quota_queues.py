@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
-from queues_helpers import KAI_CHART, KUEUE_CHART, inventory, kget, kubectl, start_cluster
-from playbook import REPO, run_playbook
+from kit.paths import KAI_CHART, KUEUE_CHART, REPO
+from kit.playbook import run_playbook
+from kit.queues import inventory, kget, kubectl, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 GPU = "requests.nvidia.com/gpu"

@@ -5,20 +5,17 @@ A local Helm repository with basic auth serves the real chart; the inventory set
 gpu_operator_chart_repo_username/password (own variables, not the URL), an env var named
 like a password and one like a token, and a value marked secret with gpu_operator_secret_values.
 """
-import base64
-import http.server
 import json
 import os
 import shutil
 import subprocess
-import threading
 
 import pytest
 
-from playbook import BIN, REPO
-from pool_inventory import CHART, cluster_file, need_shared, write_inventory
+from kit.helm_repo import PLAYBOOK, env, plan_file, serve_repo
+from kit.paths import BIN, REPO
+from kit.pool_inventory import CHART, cluster_file, write_inventory
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "gpu_operator.yml")
 NODE_PREREQS = os.path.join(REPO, "playbooks", "node_prereqs.yml")
 USER, PASSWORD = "ops", "Repo-Pa55-q8v"
 PROXY_PASSWORD, TOKEN, SITE_KEY = "Proxy-S3cret-z1", "Tok-9f8e7d6c", "SiteKey-77aa"
@@ -27,39 +24,14 @@ SECRETS = (PASSWORD, PROXY_PASSWORD, TOKEN, SITE_KEY)
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 
-def serve_repo(folder):
-    """A Helm repository over HTTP that answers 401 without the right basic auth."""
-    expected = "Basic " + base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=folder, **kwargs)
-
-        def do_GET(self):
-            if self.headers.get("Authorization") != expected:
-                self.send_response(401)
-                self.send_header("WWW-Authenticate", 'Basic realm="charts"')
-                self.end_headers()
-                return
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    need_shared()
     from simcluster import testing
     work = tmp_path_factory.mktemp("secrets")
     repo = work / "repo"
     repo.mkdir()
     shutil.copy(CHART, str(repo))
-    server = serve_repo(str(repo))
+    server = serve_repo(str(repo), USER, PASSWORD)
     url = "http://127.0.0.1:%d" % server.server_address[1]
     subprocess.run([os.path.join(BIN, "helm3"), "repo", "index", str(repo), "--url", url], check=True)
     sim = testing.start(cluster_file(str(work / "cluster.yaml")), str(work / "run"))
@@ -82,33 +54,6 @@ def setup(tmp_path_factory):
         server.shutdown()
 
 
-def env(sim):
-    run_env = dict(sim.env)
-    run_env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
-                   ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"), ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_LOCALHOST_WARNING="false")
-    return run_env
-
-
-def plan_file(work, sim, inv):
-    """The driver plan as node_prereqs.yml prints it (the person hands it to gpu_operator.yml)."""
-    from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import driver_plan
-    hosts = {"gpu-h100-1": {"gpu_node": _facts(True)}, "gpu-h100-2": {"gpu_node": _facts(True)},
-             "gpu-l40s-1": {"gpu_node": _facts(False)}}
-    path = os.path.join(str(work), "plan.json")
-    with open(path, "w") as handle:
-        json.dump({"gpu_operator_driver_plan": json.loads(json.dumps(
-            driver_plan(hosts, driver_precompiled=True)))}, handle)
-    return path
-
-
-def _facts(host_driver):
-    return {"gpu_host": True, "gpu_count": 2,
-            "driver": {"state": "host", "version": "590.48.01"} if host_driver else {"state": "none"},
-            "toolkit": {"state": "none"}, "container_runtime": {}, "nouveau_loaded": False,
-            "kernel": {"headers_installed": False}}
-
-
 def run(sim, inv, plan, *args):
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inv, PLAYBOOK, "-e", "@" + plan] + list(args)
     return subprocess.run(cmd, env=env(sim), capture_output=True, text=True, timeout=900)
@@ -116,7 +61,7 @@ def run(sim, inv, plan, *args):
 
 def test_repo_password_token_and_secret_values_never_shown(setup):
     sim, inv, work = setup
-    plan = plan_file(work, sim, inv)
+    plan = plan_file(work)
     first = run(sim, inv, plan, "-vvv", "--diff")
     out = first.stdout + first.stderr
     assert first.returncode == 0, out[-4000:]

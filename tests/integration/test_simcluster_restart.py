@@ -9,7 +9,6 @@ Real ansible-playbook, helm 3 and the real chart from ../shared/upstream.
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -17,25 +16,17 @@ import urllib.request
 import pytest
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
-CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+from kit.paths import BIN, CLUSTERPOLICY_CRD as CRD, REPO, gpu_operator_chart
+from kit.playbook import run_playbook
+
+CHART = gpu_operator_chart("v26.7.0")
 # The real chart; until the operator twin follows the real chart's operator pod (issue 9) the
 # stand-in tests/charts/gpu-operator is used while it exists (that change removes it).
 STANDIN = os.path.join(REPO, "tests", "charts", "gpu-operator")
-BIN = os.path.join(REPO, ".venv", "bin")
 PLAYBOOK = os.path.join(REPO, "playbooks", "gpu_operator.yml")
 NS = "gpu-operator"
 
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from playbook import run_playbook  # noqa: E402
-
-pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.skipif(
-    not (os.path.exists(CRD) and os.path.exists(CHART)),
-    reason="needs ../shared/upstream/gpu-operator (CRDs and the v26.7.0 chart)")]
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 
 NODES = [{"name": "gpu-a", "host_driver": "550.54.15",
           "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 2, "memory_mib": 81559,

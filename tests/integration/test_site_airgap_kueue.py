@@ -15,14 +15,12 @@ import re
 import pytest
 import yaml
 
-from inventory import KERNEL, _demo
-from playbook import BIN, REPO, run_playbook
+from kit.inventory import KERNEL, _demo
+from kit.paths import BIN, GPU_OPERATOR_CHARTS as CHARTS, KUEUE_CHART, REPO
+from kit.playbook import run_playbook
 from simcluster import testing
 
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 INVENTORY = os.path.join(REPO, "inventories", "airgap-kueue")
-CHARTS = os.path.join(SHARED, "upstream", "gpu-operator", "charts")
-KUEUE_CHART = os.path.join(SHARED, "upstream", "kueue", "charts", "kueue-0.19.2.tgz")
 FROM, TO = "v26.3.3", "v26.7.0"
 OPERATOR_NS = "nvidia-gpu-operator"
 MIRROR = "registry.airgap.example:5000/"
@@ -87,9 +85,6 @@ def kget(sim, *args):
 
 @pytest.fixture(scope="module")
 def site(simcluster, tmp_path_factory):
-    for path in (os.path.join(SHARED, "fixtures", "nvidia-smi"), CHARTS, KUEUE_CHART):
-        if not os.path.exists(path):
-            pytest.skip("%s not found (../shared next to the repo)" % path)
     base = tmp_path_factory.mktemp("airgap-kueue")
     roots = dict((host, host_without_driver(str(base / "hosts" / host), dev, n)) for host, (dev, n) in HOSTS.items())
     inventories = [INVENTORY, write_overlay(base, simcluster.kubeconfig, roots)]
@@ -179,7 +174,7 @@ def verified(site):
 def start_prometheus(sim, base):
     """scripts/demo.py's Prometheus: each GPU node's simulated exporter and kube-state-metrics
     (the site's monitoring stack brings it; here its pod in the site's monitoring namespace)."""
-    from prometheus import BINARY, KSM_IMAGE, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
+    from kit.prometheus import BINARY, KSM_IMAGE, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
     if BINARY is None:
         return None
     groups = [g for r in kget(sim, "prometheusrules", "-A")["items"] for g in r["spec"]["groups"]]

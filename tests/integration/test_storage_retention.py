@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from playbook import BIN, REPO, run_playbook
+from kit.paths import BIN, REPO
+from kit.playbook import run_playbook
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "storage_retention.yml")
 LABEL = "gpu-platform.skaffon.io/retention-days"

@@ -9,27 +9,21 @@ from inventories/example, re-run, check mode, admission, isolation probes, drift
 import json
 import os
 import shutil
-import sys
 import time
 import urllib.request
 
 import pytest
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-MIG_CONFIG = os.path.join(SHARED, "upstream", "gpu-operator", "default-mig-parted-config.yaml")
+from kit.paths import MIG_PARTED_CONFIG as MIG_CONFIG, REPO
+from kit.playbook import run_playbook
+
 PLAYBOOK = os.path.join(REPO, "playbooks", "tenants.yml")
 EXAMPLE = os.path.join(REPO, "inventories", "example")
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 KINDS = ("namespaces", "resourcequotas", "limitranges", "networkpolicies.networking.k8s.io",
          "rolebindings.rbac.authorization.k8s.io")
-
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from playbook import run_playbook  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("default.yaml")]
 
@@ -119,8 +113,6 @@ def prepare_cluster(sim):
 
 @pytest.fixture(scope="module")
 def cluster(simcluster):
-    if not os.path.exists(MIG_CONFIG):
-        pytest.skip("%s not found (../shared absent)" % MIG_CONFIG)
     prepare_cluster(simcluster)
     return simcluster
 

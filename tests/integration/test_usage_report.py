@@ -11,24 +11,21 @@ import datetime
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
+from kit.paths import BIN, REPO
+from kit.playbook import run_playbook
+from kit.prometheus import BINARY, Prometheus
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 PLAYBOOK = os.path.join(REPO, "playbooks", "usage_report.yml")
 INVENTORY = os.path.join(HERE, "inventories", "usage_report")
 
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from playbook import run_playbook  # noqa: E402
-from prometheus import BINARY, Prometheus  # noqa: E402
-
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("default.yaml")]
 PROMTOOL = shutil.which("promtool")
-KUBECTL = os.path.join(REPO, ".venv", "bin", "kubectl")
+KUBECTL = os.path.join(BIN, "kubectl")
 # node_prereqs_pool.accelerator of each GPU host (inventories/example), as the role labels the node
 ACCELERATOR = {"gpu-h100-1": "h100", "gpu-l40s-1": "l40s"}
 

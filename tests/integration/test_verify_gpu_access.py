@@ -10,8 +10,9 @@ import os
 
 import pytest
 
-from queues_helpers import apply, inventory, start_cluster
-from playbook import REPO, run_playbook
+from kit.paths import REPO
+from kit.playbook import run_playbook
+from kit.queues import apply, inventory, start_cluster
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 

@@ -11,8 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from queues_helpers import BIN, KUEUE_CHART, inventory, kget, kubectl, start_cluster
-from playbook import REPO, run_playbook
+from kit.paths import BIN, KUEUE_CHART, REPO
+from kit.playbook import run_playbook
+from kit.queues import inventory, kget, kubectl, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 PREFIX = "gpu.example.org/"

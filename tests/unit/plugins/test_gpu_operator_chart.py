@@ -7,20 +7,16 @@ objects (labels, selectors, names, container names) is checked against this rend
 """
 import copy
 import os
-import subprocess
 
 import jsonschema
 import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
+from kit.charts import by_kind, render
+from kit.paths import CLUSTERPOLICY_CRD as CRD, GPU_OPERATOR as UPSTREAM, gpu_operator_chart
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-UPSTREAM = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator")
-CHART = os.path.join(UPSTREAM, "charts", "gpu-operator-v26.7.0.tgz")
-CRD = os.path.join(UPSTREAM, "crds", "nvidia.com_clusterpolicies.yaml")
-BIN = os.path.join(REPO, ".venv", "bin")
-HELMS = [h for h in ("helm3", "helm4") if os.path.exists(os.path.join(BIN, h))]
+CHART = gpu_operator_chart("v26.7.0")
 PUBLIC = ("nvcr.io", "registry.k8s.io", "ghcr.io", "docker.io", "quay.io", "gcr.io")
 
 pytestmark = [pytest.mark.needs_shared, pytest.mark.slow]
@@ -53,33 +49,17 @@ def schema():
     return _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
-def render(helm, values, tmp_path):
-    if not HELMS:
-        pytest.skip("no helm binary in .venv/bin")
-    if not os.path.exists(CHART):
-        pytest.skip("real chart %s absent (../shared)" % CHART)
-    vf = tmp_path / "values.yaml"
-    vf.write_text(yaml.safe_dump(values))
-    out = subprocess.run([os.path.join(BIN, helm), "template", "gpu-operator", CHART, "-n", "gpu-operator",
-                          "-f", str(vf)], check=True, capture_output=True, text=True).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
-def by_kind(docs, kind):
-    return [d for d in docs if d["kind"] == kind]
-
-
 PLAN_HOST = {"driver_enabled": False, "toolkit_enabled": False, "errors": []}
 PLAN_NONE = {"driver_enabled": True, "toolkit_enabled": True, "errors": []}
 
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
 @pytest.mark.parametrize("plan", [PLAN_HOST, PLAN_NONE], ids=["host-drivers", "no-drivers"])
-def test_cluster_policy_valid_and_follows_values(helm, plan, schema, tmp_path):
+def test_cluster_policy_valid_and_follows_values(helm, plan, schema):
     values = ov.operator_values(plan, mig_strategy="mixed", service_monitor=False,
                                 device_plugin_config={"name": "ts", "default": "any"},
                                 user_values={"migManager": {"config": {"name": "custom-mig"}}})
-    docs = render(helm, values, tmp_path)
+    docs = render(CHART, values, helm)
     (cp,) = by_kind(docs, "ClusterPolicy")
     jsonschema.validate(cp, schema)
     spec = cp["spec"]
@@ -97,10 +77,10 @@ def test_cluster_policy_valid_and_follows_values(helm, plan, schema, tmp_path):
 
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
-def test_operator_deployment_identity(helm, tmp_path):
+def test_operator_deployment_identity(helm):
     """What cluster_policy_wait and mig_config select on is what the chart renders."""
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
-    docs = render(helm, {}, tmp_path)
+    docs = render(CHART, {}, helm)
     (dep,) = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "gpu-operator"]
     assert dep["metadata"]["namespace"] == "gpu-operator"
     key, value = upstream.GPU_OPERATOR_COMPONENT_SELECTOR.split("=", 1)
@@ -126,24 +106,21 @@ def test_operator_deployment_identity(helm, tmp_path):
         {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
 
 
-def test_a_misspelt_spec_field_fails_validation(schema, tmp_path):
+def test_a_misspelt_spec_field_fails_validation(schema):
     """The strict schema check is not vacuous."""
-    (cp,) = by_kind(render("helm3", {}, tmp_path), "ClusterPolicy")
+    (cp,) = by_kind(render(CHART, {}, "helm3"), "ClusterPolicy")
     cp["spec"]["devicePlugin"]["configs"] = {"name": "x"}
     with pytest.raises(jsonschema.ValidationError, match="configs"):
         jsonschema.validate(cp, schema)
 
 
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
-def test_mirror_leaves_no_public_registry(helm, schema, tmp_path):
+def test_mirror_leaves_no_public_registry(helm, schema):
     """Every image, hook Jobs and the operator's image env vars included, comes from the mirror."""
     values = ov.operator_values(PLAN_NONE, image_mirror="mirror.example:5000/nvidia",
                                 image_pull_secrets=["regcred"])
     values = ov.deep_merge(values, {"nodeStatusExporter": {"enabled": True}})
-    out = subprocess.run([os.path.join(BIN, helm), "template", "gpu-operator", CHART, "-n", "gpu-operator",
-                          "-f", _values_file(values, tmp_path), "--is-upgrade"], check=True,
-                         capture_output=True, text=True).stdout   # --is-upgrade: pre-upgrade hooks too
-    docs = [d for d in yaml.safe_load_all(out) if d]
+    docs = render(CHART, values, helm, args=["--is-upgrade"])     # --is-upgrade: pre-upgrade hooks too
     text = yaml.safe_dump_all(docs)
     for registry in PUBLIC:
         assert registry not in text, registry
@@ -166,21 +143,15 @@ def test_mirror_leaves_no_public_registry(helm, schema, tmp_path):
             assert c["image"].startswith("mirror.example:5000/nvidia/"), (job["metadata"]["name"], c["image"])
 
 
-def _values_file(values, tmp_path):
-    vf = tmp_path / "values.yaml"
-    vf.write_text(yaml.safe_dump(values))
-    return str(vf)
-
-
 @pytest.mark.parametrize("helm", ["helm3", "helm4"])
-def test_time_slicing_configmap(helm, tmp_path):
+def test_time_slicing_configmap(helm):
     data = {"any": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"}
-    docs = render(helm, {"devicePlugin": {"config": {"create": True, "name": "ts", "default": "any",
-                                                     "data": data}}}, tmp_path)
+    docs = render(CHART, {"devicePlugin": {"config": {"create": True, "name": "ts", "default": "any",
+                                                      "data": data}}}, helm)
     (cm,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == "ts"]
     assert cm["data"] == data
     # without a config the chart renders only the NFD subchart's own ConfigMaps
-    assert [d["metadata"]["name"] for d in by_kind(render(helm, {}, tmp_path), "ConfigMap")] == [
+    assert [d["metadata"]["name"] for d in by_kind(render(CHART, {}, helm), "ConfigMap")] == [
         "gpu-operator-node-feature-discovery-master-conf", "gpu-operator-node-feature-discovery-worker-conf"]
 
 

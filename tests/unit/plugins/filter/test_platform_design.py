@@ -1,5 +1,4 @@
 """platform_design: the decision matrix, the MIG layout, the queue backend, warnings, refusals."""
-import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -7,11 +6,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.skaffon.gpu_platform.plugins.filter.platform_design import FilterModule
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import mig as design_mig
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
+from kit.paths import MIG_PARTED_CONFIG
 
 FILTERS = FilterModule().filters()
 design = FILTERS["platform_design"]
-SHARED = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "shared"))
-PARTED = os.path.join(SHARED, "upstream", "gpu-operator", "default-mig-parted-config.yaml")
+PARTED = MIG_PARTED_CONFIG
 
 
 def inv(hosts, **labels):
@@ -223,7 +222,7 @@ def test_layout_refuses_profiles_of_another_model():
     assert result["covered"] is False and "1g.5gb" in result["reason"]
 
 
-@pytest.mark.skipif(not os.path.exists(PARTED), reason="needs ../shared/upstream (default-mig-parted-config.yaml)")
+@pytest.mark.needs_shared
 def test_derived_config_names_exist_upstream_with_the_same_layout():
     """The naming rule the filter uses without a cluster config matches the real default config."""
     with open(PARTED) as handle:
@@ -236,7 +235,7 @@ def test_derived_config_names_exist_upstream_with_the_same_layout():
                 assert upstream_configs[config] == per_gpu, (name, device_id, config)
 
 
-@pytest.mark.skipif(not os.path.exists(PARTED), reason="needs ../shared/upstream (default-mig-parted-config.yaml)")
+@pytest.mark.needs_shared
 def test_cluster_mig_parted_config_adds_balanced_layouts():
     with open(PARTED) as handle:
         text = handle.read()

@@ -1,30 +1,19 @@
 """chart_images: what the real GPU Operator chart needs, with and without the mirror."""
 
-import os
-import subprocess
-
-import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import driver_plan
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import images, public
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import operator_values
+from kit import charts
+from kit.paths import gpu_operator_chart
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-CHART = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts",
-                                      "gpu-operator-v26.7.0.tgz"))
-HELM = os.path.join(REPO, ".venv", "bin", "helm")
+CHART = gpu_operator_chart("v26.7.0")
 MIRROR = "mirror.example:5000/nvidia"
 
 
-def render(tmp_path, values):
-    if not os.path.exists(CHART) or not os.path.exists(HELM):
-        pytest.skip("real chart (%s) or helm not found" % CHART)
-    path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump(values))
-    out = subprocess.run([HELM, "template", "gpu-operator", CHART, "-n", "gpu-operator", "-f", str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    return list(yaml.safe_load_all(out))
+def render(values):
+    return charts.render(CHART, values, "helm")
 
 
 def plan():
@@ -36,8 +25,8 @@ def plan():
     return driver_plan(facts)
 
 
-def test_default_render_lists_operands_env_images_hooks_and_driver_per_os(tmp_path):
-    listed = images(render(tmp_path, {}), driver_os=("ubuntu22.04", "ubuntu24.04"))
+def test_default_render_lists_operands_env_images_hooks_and_driver_per_os():
+    listed = images(render({}), driver_os=("ubuntu22.04", "ubuntu24.04"))
     names = {i["image"]: i["sources"] for i in listed}
     assert "nvcr.io/nvidia/gpu-operator:v26.7.0" in names
     assert any("env VALIDATOR_IMAGE" in s for s in names["nvcr.io/nvidia/gpu-operator:v26.7.0"])
@@ -52,9 +41,9 @@ def test_default_render_lists_operands_env_images_hooks_and_driver_per_os(tmp_pa
     assert public(listed) == sorted(names)
 
 
-def test_mirror_values_leave_no_public_registry_in_any_rendered_object(tmp_path):
+def test_mirror_values_leave_no_public_registry_in_any_rendered_object():
     values = operator_values(plan(), {}, image_mirror=MIRROR)
-    docs = render(tmp_path, values)
+    docs = render(values)
     listed = images(docs)
     assert listed and public(listed, MIRROR) == []
     text = yaml.safe_dump_all(docs)
@@ -62,10 +51,10 @@ def test_mirror_values_leave_no_public_registry_in_any_rendered_object(tmp_path)
         assert registry + "/" not in text, registry
 
 
-def test_each_upstream_image_pairs_with_its_mirror_image(tmp_path):
+def test_each_upstream_image_pairs_with_its_mirror_image():
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import mirror_pairs
-    upstream = images(render(tmp_path, operator_values(plan(), {})))
-    mirrored = images(render(tmp_path, operator_values(plan(), {}, image_mirror=MIRROR)))
+    upstream = images(render(operator_values(plan(), {})))
+    mirrored = images(render(operator_values(plan(), {}, image_mirror=MIRROR)))
     pairs = mirror_pairs(upstream, mirrored)
     assert {p["source"] for p in pairs} == {i["image"] for i in upstream}
     assert all(p["destination"] and p["destination"].startswith(MIRROR + "/") for p in pairs), pairs

@@ -4,21 +4,18 @@
 Deployment carries app.kubernetes.io/component=gpu-operator (only its pod template has app=),
 its container is gpu-operator, and no NFD object matches our selector.
 """
-import os
-import subprocess
-
 import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import OPERATOR_SELECTOR
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-CHART = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
-HELM = os.path.join(REPO, ".venv", "bin", "helm")
+from kit import charts
+from kit.paths import gpu_operator_chart
 
-pytestmark = [pytest.mark.needs_shared,
-              pytest.mark.skipif(not os.path.exists(CHART), reason="real chart absent (../shared/upstream)")]
+CHART = gpu_operator_chart("v26.7.0")
+
+pytestmark = [pytest.mark.needs_shared]
 
 
 def matches(selector, labels):
@@ -27,9 +24,7 @@ def matches(selector, labels):
 
 @pytest.fixture(scope="module", params=["gpu-operator", "my-release"])
 def rendered(request):
-    out = subprocess.run([HELM, "template", request.param, CHART, "-n", "ops"], capture_output=True, text=True,
-                         check=True, timeout=120).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return charts.render(CHART, helm="helm", release=request.param, namespace="ops")
 
 
 def test_operator_deployment_is_found_by_the_component_label_only(rendered):

@@ -1,9 +1,6 @@
 """Failures that name the variable or object, the value and what to do next: an inventory of GPU
 hosts that all report no GPU, a pool name that is no label value, a node name that does not exist,
 a MIG apply failure, a device plugin without NVML, an image that cannot be pulled."""
-import os
-import sys
-
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.mig_rollout import mig_rollout_plan
@@ -11,8 +8,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import config as mc
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import driver_plan
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_mig_workflow as mw  # noqa: E402  (its fake API and node builders)
+from kit import mig_workflow as mw
 
 
 def _no_gpu():

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.gitops import gitops_files, tenants_objects
+from kit.paths import UPSTREAM
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-APP_CRD = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream", "argo-cd", "crds", "application-crd.yaml"))
+APP_CRD = os.path.join(UPSTREAM, "argo-cd", "crds", "application-crd.yaml")
 SETTINGS = {"repo_url": "https://git.example/platform/gitops.git", "path": "gpu", "revision": "main"}
 OPERATOR = {"repo_url": "https://helm.ngc.nvidia.com/nvidia", "chart": "gpu-operator", "version": "v26.7.0",
             "release": "gpu-operator", "namespace": "gpu-operator", "values": {"driver": {"enabled": True}}}

@@ -10,15 +10,9 @@ import yaml
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-OPERATOR = os.path.join(SHARED, "upstream", "gpu-operator")
-SMI = os.path.join(SHARED, "fixtures", "nvidia-smi")
+from kit.paths import GPU_OPERATOR as OPERATOR, NVIDIA_SMI as SMI
 
-pytestmark = [
-    pytest.mark.needs_shared,
-    pytest.mark.skipif(not os.path.isdir(OPERATOR), reason="../shared/upstream (real mig-parted configs) absent"),
-]
+pytestmark = [pytest.mark.needs_shared]
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 

@@ -10,7 +10,6 @@
 import copy
 import os
 import re
-import subprocess
 
 import jsonschema
 import pytest
@@ -19,25 +18,19 @@ import yaml
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import dashboards as monitoring_dashboards
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from kit import charts
+from kit.paths import CLUSTERPOLICY_CRD, UPSTREAM, gpu_operator_chart, need
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-UPSTREAM = os.path.join(REPO, "..", "shared", "upstream")
 RULE_CRD = os.path.join(UPSTREAM, "prometheus-operator", "crds", "monitoring.coreos.com_prometheusrules.yaml")
-CP_CRD = os.path.join(UPSTREAM, "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
-CHART = os.path.join(UPSTREAM, "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
+CP_CRD = CLUSTERPOLICY_CRD
+CHART = gpu_operator_chart("v26.7.0")
 DCGM = os.path.join(UPSTREAM, "dcgm-exporter")
-HELM = os.path.join(REPO, ".venv", "bin", "helm3")
 
 
 def _metrics_csv_fields(text):
     """Field names of an exporter metrics CSV (comments and blank lines skipped)."""
     return [line.split(",")[0].strip() for line in (raw.strip() for raw in text.splitlines())
             if line and not line.startswith("#")]
-
-
-def need(path):
-    if not os.path.exists(path):
-        pytest.skip("%s not found (../shared absent)" % path)
 
 
 def strict(schema):
@@ -100,18 +93,11 @@ def test_metrics_csv_uses_exporter_fields_and_adds_what_the_default_leaves_out()
         assert needed not in default and needed in ours
 
 
-def test_dcgm_values_render_with_the_real_chart(tmp_path):
-    need(CHART)
+def test_dcgm_values_render_with_the_real_chart():
     need(CP_CRD)
-    if not os.path.exists(HELM):
-        pytest.skip("helm3 not in .venv/bin")
     values = monitoring.dcgm_values({"service_monitor": {"labels": {"release": "prom"}},
                                      "pod_labels": ["^app$", "^kueue\\.x-k8s\\.io/queue-name$"]})
-    path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump(values))
-    out = subprocess.run([HELM, "template", "gpu-operator", CHART, "-n", "gpu-operator", "-f", str(path)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
+    docs = charts.render(CHART, values, "helm3")
     cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "skaffon-dcgm-metrics"]
     assert len(cms) == 1
     csv = cms[0]["data"]["dcgm-metrics.csv"]

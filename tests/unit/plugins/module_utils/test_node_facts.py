@@ -4,10 +4,7 @@ import os
 import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import facts as nf
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
+from kit.paths import NVIDIA_SMI as FIXTURES
 
 NAME_BUS_MIG = ("name", "pci.bus_id", "mig.mode.current", "mig.mode.pending")
 

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
+from kit.paths import GPU_OPERATOR
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-UPSTREAM_VALUES = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "values.yaml")
+UPSTREAM_VALUES = os.path.join(GPU_OPERATOR, "values.yaml")
 PUBLIC_REGISTRIES = ("nvcr.io", "registry.k8s.io", "ghcr.io", "docker.io", "quay.io", "gcr.io")
 MIRROR = "mirror.example:5000/nvidia"
 

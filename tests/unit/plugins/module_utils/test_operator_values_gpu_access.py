@@ -5,13 +5,13 @@ import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import values as ov
+from kit.paths import GPU_OPERATOR
 
 PLAN = {"driver_enabled": True, "toolkit_enabled": True, "node_labels": {}, "warnings": [], "errors": [], "nodes": {}}
 HOST = dict(PLAN, toolkit_enabled=False, driver_enabled=False)
 OFF = {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}
 MOUNTS = {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"}
-VALUES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "shared",
-                      "upstream", "gpu-operator", "values.yaml")
+VALUES = os.path.join(GPU_OPERATOR, "values.yaml")
 
 
 def test_operator_toolkit_ignores_the_variable_and_cdi_keeps_the_plugin_as_the_operator_sets_it():

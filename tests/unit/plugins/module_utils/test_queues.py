@@ -6,9 +6,7 @@ import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import objects as q
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-UP = os.path.join(REPO, "..", "shared", "upstream")
+from kit.paths import REPO, UPSTREAM as UP
 CRDS = {"Queue": "kai-scheduler/crds/scheduling.run.ai_queues.yaml",
         "ClusterQueue": "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
         "LocalQueue": "kueue/crds/kueue.x-k8s.io_localqueues.yaml",

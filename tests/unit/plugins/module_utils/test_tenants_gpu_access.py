@@ -1,8 +1,6 @@
 """The GPU access policy of a team: rendering, and the rendered policy in the simulator's CEL admission."""
 import copy
 import itertools
-import os
-import sys
 
 import pytest
 
@@ -10,8 +8,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants impor
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import gpu_access as tenants_gpu_access
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants.apply import comparable, plan_update
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "simcluster", "tests")))
 
 VAP = "validatingadmissionpolicies.admissionregistration.k8s.io"
 VAPB = "validatingadmissionpolicybindings.admissionregistration.k8s.io"
@@ -45,7 +41,7 @@ def test_a_rerun_against_the_defaulted_live_object_changes_nothing():
 @pytest.fixture
 def store():
     pytest.importorskip("celpy")
-    from test_admission_fake import FakeStore
+    from kit.fake_store import FakeStore
     s = FakeStore(namespaces=())
     for ns in ("team-a", "other"):
         s.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",

@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing import time_slicing as ts
+from kit.paths import GPU_OPERATOR
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-EXAMPLES = os.path.join(REPO, "..", "shared", "upstream", "gpu-operator", "examples")
+EXAMPLES = os.path.join(GPU_OPERATOR, "examples")
 
 
 def node(name, gpu=True, **labels):

@@ -12,10 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import facts as nf
 from ansible_collections.skaffon.gpu_platform.plugins.modules import gpu_node_facts
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
-FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "nvidia-smi"))
+from kit.paths import NVIDIA_SMI as FIXTURES
 KR = "6.8.0-45-generic"
 
 pytestmark = pytest.mark.needs_shared

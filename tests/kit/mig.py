@@ -10,7 +10,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.config import MigConfigError, MigConfigurator
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.k8s import K8sMigApi
 
-from playbook import run_playbook, task_play
+from kit.paths import CLUSTERPOLICY_CRD as CRD
+from kit.playbook import run_playbook, task_play
 
 OPERATOR_NS = "gpu-operator"
 
@@ -39,10 +40,6 @@ faults:
 """
 
 
-SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
-CRD = os.path.join(SHARED, "upstream", "gpu-operator", "crds", "nvidia.com_clusterpolicies.yaml")
-
-
 def write_cluster_file(name, pending=(), failing=()):
     """A cluster file (removed at exit) for the `cluster` marker, computed at import time."""
     folder = tempfile.mkdtemp(prefix="mig-cluster-")
@@ -60,7 +57,6 @@ def mig_module(name, strategy, pending=(), failing=()):
     import pytest
     marks = [
         pytest.mark.needs_shared,
-        pytest.mark.skipif(not os.path.exists(CRD), reason="../shared/upstream (ClusterPolicy CRD) absent"),
         pytest.mark.cluster(write_cluster_file(name, pending, failing)),
     ]
 

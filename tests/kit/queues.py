@@ -1,36 +1,18 @@
 """Shared setup of the queues integration tests: a simulated GPU cluster and an inventory directory."""
 import json
 import os
-import sys
 import time
 
-import pytest
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "upstream"))
-BIN = os.path.join(REPO, ".venv", "bin")
+from kit.paths import BIN, REPO
+from kit.playbook import run_playbook
+from simcluster import testing as simtesting
+
 PLAYBOOK = os.path.join(REPO, "playbooks", "queues.yml")
-KAI_CHART = os.path.join(SHARED, "kai-scheduler", "charts", "kai-scheduler-v0.17.0.tgz")
-KUEUE_CHART = os.path.join(SHARED, "kueue", "charts", "kueue-0.19.2.tgz")
-
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from playbook import run_playbook  # noqa: E402
-
-try:
-    from simcluster import testing as simtesting
-except ImportError:  # pragma: no cover
-    simtesting = None
 
 
 def start_cluster(tmp_path_factory, name, gpus=8, **extra):
-    if simtesting is None:
-        pytest.skip("simcluster package not importable")
-    for chart in (KAI_CHART, KUEUE_CHART):
-        if not os.path.exists(chart):
-            pytest.skip("real chart %s absent (../shared)" % chart)
     work = tmp_path_factory.mktemp("sim-" + name)
     spec = {"nodes": [
         {"name": "gpu-h100-1", "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": gpus, "memory_mib": 81559},

@@ -11,26 +11,18 @@ import json
 import os
 import stat
 
-import pytest
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
-FIXTURES = os.path.join(SHARED, "fixtures", "nvidia-smi")
-CHART = os.path.join(SHARED, "upstream", "gpu-operator", "charts", "gpu-operator-v26.7.0.tgz")
-CRDS = [os.path.join(SHARED, "upstream", "gpu-operator", "crds", name)
-        for name in ("nvidia.com_clusterpolicies.yaml", "nvidia.com_nvidiadrivers.yaml")]
+from kit import paths
+from kit.paths import BIN, REPO
+from kit.roots import put as _put
+
+FIXTURES = paths.NVIDIA_SMI
+CHART = paths.gpu_operator_chart("v26.7.0")
+CRDS = [paths.CLUSTERPOLICY_CRD, paths.NVIDIADRIVER_CRD]
 EXAMPLE = os.path.join(REPO, "inventories", "example")
-BIN = os.path.join(REPO, ".venv", "bin")
 H100_SMI = "h100-80gb-hbm3_mig-enabled__590.48.01__query-gpu.csv"
 H100_DRIVER = "590.48.01"
-
-
-def need_shared():
-    for path in [CHART, FIXTURES] + CRDS:
-        if not os.path.exists(path):
-            pytest.skip("%s not found (../shared next to the repository)" % path)
 
 
 def example_pool(name):
@@ -51,15 +43,6 @@ def cluster_file(path, extra_nodes=()):
     with open(path, "w") as handle:
         yaml.safe_dump({"crds": CRDS, "nodes": nodes}, handle)
     return path
-
-
-def _put(root, path, text, mode=0o644):
-    full = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
-    return full
 
 
 def h100_root(base):

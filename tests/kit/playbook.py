@@ -7,8 +7,7 @@ import json
 import os
 import subprocess
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO, ".venv", "bin")
+from kit.paths import BIN, COLLECTIONS, REPO
 
 
 class PlaybookResult:
@@ -130,7 +129,7 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
     run_env.update(
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
         ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"),

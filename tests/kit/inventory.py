@@ -11,7 +11,7 @@ import os
 
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kit.paths import REPO
 KERNEL = "6.8.0-45-generic"
 
 

@@ -1,0 +1,62 @@
+"""The pytest plugin of both suites (tests/ and simcluster/tests), loaded once by pytest.ini
+(`-p kit.plugin`, with tests/ and the repository root on sys.path):
+
+- this checkout is importable as skaffon.gpu_platform: a symlink farm
+  build/collections/ansible_collections/skaffon/gpu_platform -> repository root, on sys.path and in
+  ANSIBLE_COLLECTIONS_PATH (playbooks run by the tests find the collection there);
+- the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
+- tests marked `needs_shared` are skipped when ../shared is absent;
+- the slowest test files are collected first (see SLOWEST_FIRST).
+"""
+import os
+import sys
+
+import pytest
+
+from kit import paths
+
+pytest_plugins = ["simcluster.pytest_plugin"]
+
+
+def _link_collection():
+    ns_dir = os.path.join(paths.COLLECTIONS, "ansible_collections", "skaffon")
+    link = os.path.join(ns_dir, "gpu_platform")
+    os.makedirs(ns_dir, exist_ok=True)
+    if not os.path.islink(link):
+        tmp = "%s.%d" % (link, os.getpid())
+        os.symlink(paths.REPO, tmp)
+        os.replace(tmp, link)
+
+
+_link_collection()
+if paths.COLLECTIONS not in sys.path:
+    sys.path.insert(0, paths.COLLECTIONS)
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", paths.COLLECTIONS)
+
+SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not found at %s" % paths.SHARED
+
+
+# The test files that take longest, longest first (from the files' start times in a run on two cores
+# shared with other runs, and their playbook counts; refresh from `--durations=0`).
+# `-n 2 --dist loadfile --no-loadscope-reorder` (pytest.ini) hands whole files to the two workers
+# in collection order: started first, the long ones end before the many short ones, and the two
+# workers finish together instead of one waiting alone for a long file handed out last (xdist's
+# own order, by number of tests, put the one-test demo last). Refresh when a file's time changes
+# much; a file not listed keeps its place after these.
+SLOWEST_FIRST = tuple("tests/integration/%s.py" % name for name in (
+    "test_gpu_operator", "test_demo", "test_site_airgap_kueue", "test_queues_kai", "test_bad_inputs",
+    "test_gpu_operator_upgrade", "test_module_api_errors", "test_tenants", "test_gpu_operator_inventory",
+    "test_queues_kueue", "test_node_prereqs", "test_simcluster_restart", "test_monitoring",
+    "test_design_templates", "test_quota_queues", "test_usage_report", "test_gitops_export",
+))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    if not paths.have_shared():
+        skip = pytest.mark.skip(reason=SHARED_ABSENT)
+        for item in items:
+            if item.get_closest_marker("needs_shared") is not None:
+                item.add_marker(skip)
+    rank = dict((name, index) for index, name in enumerate(SLOWEST_FIRST))
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))     # stable
