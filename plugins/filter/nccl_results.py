@@ -17,7 +17,7 @@ def nccl_results(text):
     # AnsibleUnsafeText and the other text types Ansible hands over are str subclasses
     if not isinstance(text, str):
         raise DomainError("nccl_results: %r (%s) is not text: the filter takes the log of an nccl-tests run as one string, "
-                                 "for example the stdout of 'kubectl logs <launcher pod>'" % (text, type(text).__name__))
+                          "for example the stdout of 'kubectl logs <launcher pod>'" % (text, type(text).__name__))
     return parse(text)
 
 

@@ -38,7 +38,7 @@ attributes:
 options:
   labels:
     description:
-      - Node name -> C({label: value}); C(null) removes the label.
+      - 'Node name -> C({label: value}); C(null) removes the label.'
     type: dict
     required: true
   allow_missing:

@@ -77,11 +77,10 @@ def converge(kube, wanted, check_mode=False, diff=False, parallel=8, allow_missi
     unknown = sorted(n for n in wanted if n not in names)
     if unknown and not allow_missing:
         known = sorted(names)
-        raise DomainError("labels: no Node named %s in the cluster (%d Nodes: %s%s); a node name is the "
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise DomainError("labels: no Node named %s in the cluster (%d Nodes: %s); a node name is the "
                           "Kubernetes Node name (kubectl get nodes), or set allow_missing=true for nodes "
-                          "that have not joined yet" % (", ".join(unknown), len(known), ", ".join(known[:10]),
-                                                         ", ..." if len(known) > 10 else ""),
-                          unknown=unknown)
+                          "that have not joined yet" % (", ".join(unknown), len(known), listed), unknown=unknown)
     desired = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": wanted[name]}}
                for name in sorted(wanted) if name in names]
     changes = engine.plan(desired, live)
