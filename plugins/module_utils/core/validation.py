@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import re
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
@@ -148,3 +149,12 @@ def as_bool(value, variable, default=None, error=ValidationError):
     if result is None:
         raise error("%s must be true or false, got %r" % (variable, value), variable=variable)
     return result
+
+
+def with_suggestions(names, known):
+    """"a (did you mean b?), c": each of names with the closest of known, where one is close."""
+    out = []
+    for name in names:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        out.append("%s (did you mean %s?)" % (name, close[0]) if close else name)
+    return ", ".join(out)

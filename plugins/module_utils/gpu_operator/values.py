@@ -13,11 +13,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import difflib
 import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import as_bool, to_bool
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import as_bool, to_bool, with_suggestions
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
     DEVICE_LIST_ENVVAR,
     DEVICE_LIST_STRATEGY_ENV,
@@ -211,13 +210,9 @@ def _validate_user_values(user_values, field="gpu_operator_values"):
             "got %s %r" % (field, _kind(user_values), user_values))
     unknown = sorted(k for k in user_values if k not in KNOWN_TOP_LEVEL_KEYS)
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, KNOWN_TOP_LEVEL_KEYS, n=1)
-            hints.append("%s (did you mean %s?)" % (key, close[0]) if close else key)
         raise OperatorValuesError(
             "gpu_operator_values has keys the GPU Operator chart does not know: %s; "
-            "Helm would ignore them silently" % ", ".join(hints))
+            "Helm would ignore them silently" % with_suggestions(unknown, KNOWN_TOP_LEVEL_KEYS))
     secrets = user_values.get("imagePullSecrets")
     if secrets is not None:
         _validate_secret_names(secrets, field + ".imagePullSecrets")

@@ -15,6 +15,7 @@ __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.converge import Converge, Scope, Strategy
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import with_suggestions
 
 NODES = Scope("v1", "Node", None, None)
 
@@ -80,7 +81,7 @@ def converge(kube, wanted, check_mode=False, diff=False, parallel=8, allow_missi
         listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
         raise DomainError("labels: no Node named %s in the cluster (%d Nodes: %s); a node name is the "
                           "Kubernetes Node name (kubectl get nodes), or set allow_missing=true for nodes "
-                          "that have not joined yet" % (", ".join(unknown), len(known), listed), unknown=unknown)
+                          "that have not joined yet" % (with_suggestions(unknown, known), len(known), listed), unknown=unknown)
     desired = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": wanted[name]}}
                for name in sorted(wanted) if name in names]
     changes = engine.plan(desired, live)

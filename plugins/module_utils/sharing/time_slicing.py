@@ -14,7 +14,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import difflib
 import hashlib
 import json
 
@@ -29,7 +28,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     LABEL_GPU_PRESENT,
     MIG_STRATEGIES,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value, with_suggestions
 
 try:
     import yaml
@@ -206,13 +205,10 @@ def check_nodes_exist(rendered, cluster_nodes):
     known = sorted((n.get("metadata") or {}).get("name") for n in cluster_nodes)
     unknown = sorted(n for n in rendered["nodes"] if n not in known)
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, known, n=1)
-            hints.append("%s (did you mean %s?)" % (name, close[0]) if close else name)
         raise TimeSlicingError(
             "gpu_operator_time_slicing.nodes names %s, not a node of the cluster; known nodes: %s. Use the "
-            "Kubernetes node names (kubectl get nodes). Nothing was changed." % (", ".join(hints), ", ".join(known)))
+            "Kubernetes node names (kubectl get nodes). Nothing was changed."
+            % (with_suggestions(unknown, known), ", ".join(known)))
 
 
 def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_trust=False, gpu_nodes=()):
