@@ -55,7 +55,7 @@ def _link_collection():
 _link_collection()
 from inventory import KERNEL, _demo  # noqa: E402  (the tests' host-root builders)
 from simcluster_scale import rss  # noqa: E402
-from tenants import BIN, COLLECTIONS, WRITES, env_for, fmt_verbs  # noqa: E402
+from tenants import BIN, COLLECTIONS, WRITES, env_for, fmt_verbs, verbs_of  # noqa: E402
 
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 CHARTS = os.path.join(SHARED, "upstream", "gpu-operator", "charts")
@@ -320,15 +320,6 @@ def phases(events):
         pending = 0.0
     out["other"] += pending
     return out
-
-
-def verbs_of(stats):
-    verbs = {}
-    for resource, by_verb in stats["by_resource"].items():
-        for verb, n in by_verb.items():
-            key = "discovery" if resource in ("discovery", "openapi", "nonresource") else verb
-            verbs[key] = verbs.get(key, 0) + n
-    return verbs
 
 
 def writes_by_resource(stats):
