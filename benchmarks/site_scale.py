@@ -69,7 +69,7 @@ H100_POOL, L40S_POOL = "pool_h100_nvlink_training", "pool_l40s_inference"
 H100_FLAVOR, L40S_FLAVOR = "h100-nvlink-training", "l40s-pcie-inference"
 RERUN_TARGET, FIRST_TARGET = 60.0, 600.0
 PHASES = ("host facts", "driver plan", "node labels", "operator", "sharing", "MIG", "teams", "queues",
-          "monitoring", "other")
+          "monitoring", "verify", "other")
 
 # Records when each play and task starts (wall clock), the host/item results per task, the
 # failures and the recap; written as JSON to SITE_TIMER_OUT when the playbook ends.
@@ -294,7 +294,8 @@ def phase_of(event):
              ("roles/gpu_operator/tasks/time_slicing", "sharing"),
              ("roles/gpu_operator/", "operator"), ("roles/mig/", "MIG"), ("playbooks/mig.yml", "MIG"),
              ("roles/tenants/", "teams"), ("roles/queues/", "queues"), ("roles/monitoring/", "monitoring"),
-             ("gpu_operator_monitoring_values.yml", "monitoring"), ("playbooks/monitoring.yml", "monitoring"))
+             ("gpu_operator_monitoring_values.yml", "monitoring"), ("playbooks/monitoring.yml", "monitoring"),
+             ("roles/acceptance/", "verify"), ("playbooks/verify.yml", "verify"))
     for key, phase in rules:
         if key in path:
             return phase
@@ -467,12 +468,14 @@ def table(rows):
             wall = "%.1f s%s" % (run["seconds"], "" if run["rc"] == 0 else " (rc=%d)" % run["rc"])
             print("| %d | %s | %s | %.0f / %.0f s | %s | %s | %d | %.1f-%.1f |" % (
                 r["nodes"], name, wall, run["cpu"], run["sim_cpu"],
-                " | ".join("%.1f" % run["phases"][p] for p in PHASES),
+                " | ".join("%.1f" % run["phases"].get(p, 0.0) for p in PHASES),
                 fmt_verbs(run["verbs"]), run["writes"], run["load"][0], run["load"][1]))
     print()
     by = dict((r["nodes"], r) for r in rows)
     big = by.get(max(by))
     n = big["nodes"]
+    if n != 1000:
+        print("(the targets are for 1000 GPU nodes; the largest size measured here is %d)" % n)
     if "rerun" in big:
         rr = big["rerun"]
         print("target: re-run at %d GPU nodes, %d teams <= %.0f s (2 cores, shared): %s (%.1f s, simulated cluster)"
@@ -492,6 +495,17 @@ def table(rows):
                 g = by[1000][label]["seconds"] / max(by[100][label]["seconds"], 1e-9)
                 print("target: growth 100 -> 1000 nodes at most linear (<= 10x), %s: %s (%.1fx)"
                       % (name, "met" if g <= 10 else "NOT met", g))
+    sizes = sorted(by)
+    if len(sizes) >= 2:
+        lo, hi = by[sizes[0]], by[sizes[-1]]
+        for label, name in (("first", "first run"), ("rerun", "re-run")):
+            if label in lo and label in hi and lo[label]["rc"] == 0 and hi[label]["rc"] == 0:
+                per_host = (hi[label]["cpu"] - lo[label]["cpu"]) / (hi["nodes"] - lo["nodes"])
+                fixed = lo[label]["cpu"] - per_host * lo["nodes"]
+                print("CPU per GPU host, %s: %.2f s (+ %.0f s for the rest); at 1000 GPU nodes that is %.0f CPU-s, "
+                      "at least %.0f s on 2 idle cores (extrapolated from %d and %d nodes, not measured)"
+                      % (name, per_host, fixed, fixed + 1000 * per_host, (fixed + 1000 * per_host) / 2,
+                         lo["nodes"], hi["nodes"]))
     print("load average now: %.1f %.1f %.1f (2 cores shared with other work); simulator RSS %s" % (
         os.getloadavg() + (", ".join("%d nodes %.0f MiB" % (r["nodes"], r["rss"] / 2 ** 20)
                                      for r in rows if "rss" in r),)))
