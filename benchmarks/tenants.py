@@ -62,6 +62,16 @@ def env_for(sim):
     return env
 
 
+def verbs_of(stats):
+    """Requests by verb from /_sim/stats; discovery and OpenAPI requests counted apart."""
+    verbs = {}
+    for resource, by_verb in stats["by_resource"].items():
+        for verb, n in by_verb.items():
+            key = "discovery" if resource in ("discovery", "openapi", "nonresource") else verb
+            verbs[key] = verbs.get(key, 0) + n
+    return verbs
+
+
 def play(sim, playbook, varfile, check=False):
     sim.reset_stats()
     cmd = [os.path.join(BIN, "ansible-playbook"), playbook, "-i", "localhost,", "-c", "local", "-e", "@" + varfile]
@@ -73,12 +83,7 @@ def play(sim, playbook, varfile, check=False):
     if proc.returncode != 0:
         raise SystemExit("%s failed:\n%s\n%s" % (playbook, proc.stdout[-3000:], proc.stderr[-3000:]))
     stats = sim.stats()
-    verbs = {}
-    for resource, by_verb in stats["by_resource"].items():
-        for verb, n in by_verb.items():
-            key = "discovery" if resource in ("discovery", "openapi", "nonresource") else verb
-            verbs[key] = verbs.get(key, 0) + n
-    return {"seconds": elapsed, "verbs": verbs, "lists_by_kind": dict(
+    return {"seconds": elapsed, "verbs": verbs_of(stats), "lists_by_kind": dict(
         (r, v.get("list", 0)) for r, v in stats["by_resource"].items() if v.get("list"))}
 
 
