@@ -539,7 +539,16 @@ class QueueProbe(object):
 
     def kueue_gang_plan(self, model, found, queues, rooms, free):
         """(team, size, blocker team): a gang of all the team can be admitted now (borrowing included), and a
-        one-GPU blocker that takes exactly one GPU of that; or the reason why no team allows the test."""
+        one-GPU blocker that takes exactly one GPU of that; or the reason why no team allows the test.
+        rooms: ResourceQuota room of the teams already read (the fairness pair); any other team with a queue
+        on the flavor is read when it is considered."""
+        rooms = dict(rooms)
+
+        def room_of(team):
+            if team not in rooms:
+                rooms[team] = self.quota_room(team)
+            return rooms[team]
+
         reasons = []
         for team in found:
             name = queues[team]["metadata"]["name"]
@@ -555,15 +564,15 @@ class QueueProbe(object):
             if size < 2:
                 reasons.append("%s can take %d GPU" % (team, size))
                 continue
-            if rooms[team] is not None and rooms[team] < size:
+            if room_of(team) is not None and room_of(team) < size:
                 reasons.append("%s: ResourceQuota room %d is below the %d its ClusterQueue admits" % (
-                    team, rooms[team], size))
+                    team, room_of(team), size))
                 continue
             partners = [team] + [t for t in found if t != team and model.limits(queues[t]["metadata"]["name"])
                                  is not None]
             for other in partners:
                 other_name = queues[other]["metadata"]["name"]
-                room = rooms[other] if other in rooms else self.quota_room(other)
+                room = room_of(other)
                 need = size + 1 if other == team else 1
                 if room is not None and room < need:
                     continue
@@ -575,7 +584,7 @@ class QueueProbe(object):
                     return team, size, other
             reasons.append("%s (gang of %d): no blocker takes one GPU from it - its own ResourceQuota room is %s "
                            "and no cohort partner's use lowers what it may borrow" % (
-                               team, size, "unlimited" if rooms[team] is None else rooms[team]))
+                               team, size, "unlimited" if room_of(team) is None else room_of(team)))
         return "; ".join(reasons) or "no team's ClusterQueue lists the flavor"
 
     def gang(self, team, size, blocker_team):

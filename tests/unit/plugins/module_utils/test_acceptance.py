@@ -223,6 +223,16 @@ def test_kueue_gang_blocker_goes_where_it_takes_one_gpu_from_the_gang():
     assert why.startswith("FAIL: ClusterQueue a may be admitted 4 GPUs of flavor h100 while its nodes have 3 free")
 
 
+def test_kueue_gang_plan_reads_the_room_of_a_team_outside_the_fairness_pair():
+    # three teams on one flavor: the pair's rooms are known, the third team's is read when it is considered
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import KueueQuota, QueueProbe
+    cqs = dict((t, _cq(t, 1)) for t in ("a", "b"))
+    cqs["c"] = _cq("c", 2, borrowingLimit=2)
+    probe = QueueProbe(ctx(cluster(), queue_backend="kueue"), None)
+    plan = probe.kueue_gang_plan(KueueQuota(cqs, "h100"), ["a", "b", "c"], cqs, {"a": 1, "b": 1}, 4)
+    assert plan == ("c", 4, "c")
+
+
 def test_missing_preconditions_skip_with_the_reason():
     context = ctx(cluster(), teams=["team-a"], queue_teams=["team-a"], queue_backend="kueue")
     ids = ["queues-fair", "monitoring-alert", "tenant-isolation", "cuda-test", "sharing-verified"]
