@@ -38,7 +38,7 @@ class FakeStore:
         return copy.deepcopy(obj)
 
     def list(self, resource, namespace=None, label_selector=None):
-        return [copy.deepcopy(o) for (r, ns, _), o in sorted(self.objs.items())
+        return [copy.deepcopy(o) for (r, ns, _name), o in sorted(self.objs.items())
                 if r == resource and (namespace is None or ns == namespace)]
 
     def _write(self, op, resource, obj, admit, dry_run=False, subresource=None,

@@ -47,7 +47,7 @@ def write_cluster_file(name, pending=(), failing=()):
     path = os.path.join(folder, name)
     with open(path, "w") as handle:
         handle.write(CLUSTER_TEMPLATE.format(crd=CRD, pending=json.dumps(list(pending)),
-                                                failing=json.dumps(list(failing))))
+                                             failing=json.dumps(list(failing))))
     return path
 
 

@@ -177,7 +177,7 @@ class Prometheus:
              "--storage.tsdb.path", str(data_dir or os.path.join(self.workdir, "data")),
              "--web.listen-address", "127.0.0.1:%d" % self.port] + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.wait(lambda: self._ready(), 60, "Prometheus ready")
+        self.wait(self._ready, 60, "Prometheus ready")
 
     def _ready(self):
         try:
