@@ -134,17 +134,28 @@ def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
     assert [t["key"] for t in taints] == ["example.com/maintenance"]
 
 
-def test_one_patch_per_node_no_label_chains(cluster):
+def test_one_patch_per_node_that_differs_none_on_a_rerun(cluster):
     sim, work = cluster
     inv = inventory(work, sim)
+    assert run_playbook(PLAYBOOK, sim.env, inventory=inv).rc == 0
+    # a re-run reads each Node once and writes none: kubernetes.core's `state: patched` would send a
+    # patch per node even when nothing changes
     sim.reset_stats()
     result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
-    assert result.rc == 0, result
+    assert result.rc == 0 and changed(result) == 0, result
     calls = sim.stats()["by_resource"]["nodes"]
-    # per node: k8s_info GET, k8s GET (its diff base), one merge PATCH
-    assert calls.get("patch") == 2, calls
-    assert calls.get("get", 0) <= 4, calls
+    assert "patch" not in calls and calls.get("get", 0) <= 2, calls
+    # one node drifts: one patch (no label chains), for that node only
+    sim.run("kubectl", "label", "node", "gpu-l40s-1", PREFIX + "accelerator=wrong", "--overwrite")
+    sim.reset_stats()
+    result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert result.rc == 0 and result.changed("gpu-l40s-1") == 1 and result.changed("gpu-h100-1") == 0, result
+    calls = sim.stats()["by_resource"]["nodes"]
+    # per node: the k8s_info GET; for the one that differs also k8s' GET (its diff base) and one merge PATCH
+    assert calls.get("patch") == 1, calls
+    assert calls.get("get", 0) <= 3, calls
     assert set(calls) <= {"get", "patch"}, calls
+    assert node(sim, "gpu-l40s-1")[0][PREFIX + "accelerator"] == "l40s"
 
 
 def test_missing_node_is_refused(cluster):
