@@ -42,7 +42,11 @@ def run_task(sim, tmp_path, module, args, check=False, env=None):
     with open(play, "w") as fh:
         fh.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: under test\n"
                  "      skaffon.gpu_platform.%s: %s\n" % (module, json.dumps(args)))
-    res = run_playbook(play, env or sim.env, check=check, timeout=300)
+    # kubernetes.core keeps its discovery cache in the temp dir, keyed by server URL; a
+    # loopback server of another test on a reused port would answer GET /version from it.
+    tmp = os.path.join(str(tmp_path), "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    res = run_playbook(play, dict(env or sim.env, TMPDIR=tmp), check=check, timeout=300)
     found = res.task_results("under test")
     assert found, res
     return found[0]
