@@ -239,7 +239,7 @@ def nccl_allreduce(ctx):
         cause = ("%s wrong elements" % parsed["wrong_total"]) if parsed.get("wrong_total") else parsed["errors"][0]
         bad_nodes, bad_pairs, _runs = (locate(ctx, objs, nodes, lambda r: _wrong(r.parsed or {}), evidence)
                                        if len(nodes) > 2 else (None, [], []))
-        where = _where(bad_nodes, bad_pairs, nodes, "with wrong results")
+        where = _where(bad_nodes, bad_pairs, nodes, "wrong")
         figures["bad_nodes"] = bad_nodes or []
         return Result("nccl-allreduce", FAIL, "wrong results from all_reduce_perf (%s) on the nodes %s%s" % (
             cause, ", ".join(nodes), where), evidence, figures)
@@ -267,8 +267,13 @@ def _where(bad_nodes, bad_pairs, nodes, what):
         return ": every pair of nodes is bad too, so it is not one node (the fabric, or all of them)"
     parts = []
     if bad_nodes:
-        parts.append("%s node%s %s (every pair with %s is bad)" % (
-            what, "s" if len(bad_nodes) > 1 else "", ", ".join(bad_nodes), "them" if len(bad_nodes) > 1 else "it"))
+        plural = len(bad_nodes) > 1
+        if what == "slow":
+            parts.append("slow node%s %s (every pair with %s is slow)" % (
+                "s" if plural else "", ", ".join(bad_nodes), "them" if plural else "it"))
+        else:
+            parts.append("node%s %s give%s wrong results (every pair with %s does)" % (
+                "s" if plural else "", ", ".join(bad_nodes), "" if plural else "s", "them" if plural else "it"))
     if bad_pairs:
         parts.append("bad node pair%s %s (each node is good with others)" % (
             "s" if len(bad_pairs) > 1 else "", ", ".join("%s+%s" % p for p in bad_pairs)))

@@ -172,7 +172,8 @@ def submit(ctx, objs, job_kind_what):
                 queue, sub.name, queue_timeout, sub.reason or "none", sub.message or "no status from Kueue")
             return sub
         sub.admitted_at = ctx.clock()
-        sub.evidence.append("admitted after %.1f s: %s %s" % (sub.wait_seconds, sub.reason, sub.message))
+        sub.evidence.append("admitted after %.1f s: %s%s" % (sub.wait_seconds, sub.reason,
+                                                             (" (%s)" % sub.message) if sub.message else ""))
         if objects.until(ctx, lambda: _bound(ctx, sub), pod_timeout, watch=watch_pods) is None:
             sub.problem = "%s admitted Job %s but its pods were not scheduled within %d s: %s" % (
                 queue, sub.name, pod_timeout, sub.last_pending)
@@ -188,7 +189,8 @@ def submit(ctx, objs, job_kind_what):
             "schedulerName") or upstream.DEFAULT_SCHEDULER_NAME
         sub.reason = "Scheduled"
         sub.message = "all %d pods bound by %s" % (len(sub.pods), scheduler)
-        sub.evidence.append("admitted after %.1f s: %s %s" % (sub.wait_seconds, sub.reason, sub.message))
+        sub.evidence.append("admitted after %.1f s: %s%s" % (sub.wait_seconds, sub.reason,
+                                                             (" (%s)" % sub.message) if sub.message else ""))
     sub.evidence.append("pods: %s" % ", ".join("%s on %s" % (objects.name_of(p), objects.node_of(p) or "-")
                                                for p in sub.pods))
     return sub

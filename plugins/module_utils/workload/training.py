@@ -84,7 +84,7 @@ def training_window(ctx):
     inside, seconds, samples, throughput = window_figures(found, window)
     figures = {"throughput_samples_per_s": round(throughput, 2), "steps": len(inside), "samples": samples,
                "seconds": round(seconds, 2), "window_seconds": window, "gpus": sub.gpus,
-               "gpu_seconds": round(sub.gpus * seconds, 2), "units": "samples"}
+               "gpu_seconds": round(sub.gpus * seconds, 2), "unit": "samples"}
     start = lines.first(found, "start") or lines.first(found, "resume")
     if start:
         evidence.append("rank 0 (%s): %s at step %s%s" % (objects.name_of(pod), start["event"], start.get("step"),
