@@ -1,0 +1,141 @@
+"""Integration: the module workload_acceptance against the simulated cluster (tests/clusters/workload.yaml).
+
+Four 8-GPU H100 nodes on a 180 GB/s fabric, gpu-h100-3's link degraded to a quarter. The module runs
+as operators run it: a one-task play with the cluster's credentials from the inventory. The GPU
+Operator twin offers the GPUs (chart workloads + ClusterPolicy), the nccl-tests twin prints
+all_reduce_perf's output.
+"""
+import os
+import time
+
+import pytest
+
+from kit.playbook import run_playbook, task_play
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("workload.yaml")]
+
+NS = "team-a"
+OPERATOR_NS = "gpu-operator"
+GPU_NODES = ["gpu-h100-1", "gpu-h100-2", "gpu-h100-3", "gpu-h100-4"]
+IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"
+# the launcher pattern (docs/simcluster-clusterfile.md "nccl-tests"); large sizes only, so the
+# average is close to the ring's limit, as a site's acceptance runs it
+SCRIPT = ('if [ "$JOB_COMPLETION_INDEX" = "0" ]; then mpirun --allow-run-as-root -np {np} -N 8 '
+          '--hostfile /etc/mpi/hostfile all_reduce_perf -b 1G -e 8G -f 2 -g 1 -c 1; '
+          'else /usr/sbin/sshd -D -e; fi')
+
+
+def wait(what, fn, timeout=60):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+@pytest.fixture(scope="module")
+def cluster(simcluster):
+    """The GPU Operator twin offering 8 GPUs per node, and the team namespace."""
+    from kubernetes import client
+    from simcluster.twins.testkit import chart_workloads
+    api = simcluster.api_client()
+    core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}})
+    for obj in chart_workloads(OPERATOR_NS):
+        if obj["kind"] == "Deployment":
+            apps.create_namespaced_deployment(OPERATOR_NS, obj)
+        else:
+            apps.create_namespaced_daemon_set(OPERATOR_NS, obj)
+    custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"operator": {}, "daemonsets": {}, "dcgm": {"enabled": False}, "dcgmExporter": {"enabled": False},
+                 "devicePlugin": {"enabled": True}, "driver": {"enabled": False}, "toolkit": {"enabled": False},
+                 "gfd": {"enabled": True}, "nodeStatusExporter": {"enabled": False},
+                 "migManager": {"enabled": False}}})
+
+    def offered():
+        alloc = dict((n.metadata.name, (n.status.allocatable or {}).get("nvidia.com/gpu"))
+                     for n in core.list_node().items)
+        return all(alloc.get(n) == "8" for n in GPU_NODES)
+    wait("the device plugin twin to offer 8 GPUs per node", offered, timeout=120)
+    core.create_namespace({"metadata": {"name": NS}})
+    return simcluster
+
+
+def nccl_manifests(nodes):
+    name = "wla-nccl"
+    container = {"name": "nccl", "image": IMAGE, "command": ["/bin/bash", "-c", SCRIPT.format(np=8 * len(nodes))],
+                 "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+    spec = {"restartPolicy": "Never", "subdomain": name, "containers": [container],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}]}]}}}}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+         "spec": {"clusterIP": "None", "selector": {"job-name": name}, "ports": [{"name": "ssh", "port": 22}]}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+         "spec": {"completionMode": "Indexed", "completions": len(nodes), "parallelism": len(nodes),
+                  "backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}},
+    ]
+
+
+def run_module(cluster, tmp_path, name, **args):
+    base = dict(namespace=NS, team="team-a", pool="h100", queue_backend="none", pod_timeout=60, queue_timeout=60,
+                benchmark_timeout=120)
+    base.update(args)
+    play = task_play(tmp_path / ("%s.yml" % name), "skaffon.gpu_platform.workload_acceptance", base)
+    res = run_playbook(play, cluster.env)
+    assert res.rc == 0, res.stderr
+    return res.task_results("under test")[0]
+
+
+def objects_left(cluster):
+    from kubernetes import client
+    api = cluster.api_client()
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    return ([j.metadata.name for j in batch.list_namespaced_job(NS).items] +
+            [s.metadata.name for s in core.list_namespaced_service(NS).items] +
+            [c.metadata.name for c in core.list_namespaced_config_map(NS).items if c.metadata.name == "wla-scripts"])
+
+
+def test_nccl_allreduce_passes_on_healthy_nodes(cluster, tmp_path):
+    out = run_module(cluster, tmp_path, "healthy", steps=["nccl-allreduce"], expected_busbw_gbps=180.0,
+                     manifests={"nccl": nccl_manifests(["gpu-h100-1", "gpu-h100-2", "gpu-h100-4"])})
+    result = out["results"][0]
+    assert result["status"] == "PASS", result
+    figures = result["figures"]
+    assert figures["nodes"] == ["gpu-h100-1", "gpu-h100-2", "gpu-h100-4"] and figures["ranks"] == 24
+    assert [r["size"] for r in figures["rows"]] == [2 ** 30, 2 ** 31, 2 ** 32, 2 ** 33]
+    assert 144 <= figures["avg_busbw_gbps"] <= 180
+    assert out["simulated"] is True and out["kubernetes_version"].endswith("-simcluster")
+    assert out["changed"] is True and out["failed_steps"] == []
+    wait("the run's objects to go", lambda: not objects_left(cluster))
+
+
+def test_nccl_allreduce_names_the_degraded_node(cluster, tmp_path):
+    out = run_module(cluster, tmp_path, "degraded", steps=["nccl-allreduce"], expected_busbw_gbps=180.0,
+                     manifests={"nccl": nccl_manifests(GPU_NODES)})
+    result = out["results"][0]
+    assert result["status"] == "FAIL", result
+    assert result["summary"].endswith("; slow node gpu-h100-3 (every pair with it is slow)"), result["summary"]
+    assert result["figures"]["bad_nodes"] == ["gpu-h100-3"]
+    assert result["figures"]["avg_busbw_gbps"] < 50           # the ring runs at the degraded link's 45 GB/s
+    pairs = [e for e in result["evidence"] if e.startswith("pair ")]
+    assert len(pairs) == 4, pairs
+    assert out["failed_steps"] == ["nccl-allreduce"]
+    wait("the run's objects to go", lambda: not objects_left(cluster))
+
+
+def test_check_mode_creates_nothing(cluster, tmp_path):
+    play = task_play(tmp_path / "check.yml", "skaffon.gpu_platform.workload_acceptance",
+                     dict(namespace=NS, manifests={"nccl": nccl_manifests(GPU_NODES)}))
+    res = run_playbook(play, cluster.env, check=True)
+    assert res.rc == 0, res.stderr
+    out = res.task_results("under test")[0]
+    assert out["changed"] is False
+    assert set(r["status"] for r in out["results"]) == {"SKIP"} and len(out["results"]) == 8
+    assert out["results"][0]["summary"] == "check mode: no workload is created"
+    assert objects_left(cluster) == []
