@@ -87,8 +87,8 @@ def training_window(ctx):
                "gpu_seconds": round(sub.gpus * seconds, 2), "unit": "samples"}
     start = lines.first(found, "start") or lines.first(found, "resume")
     if start:
-        evidence.append("rank 0 (%s): %s at step %s%s" % (objects.name_of(pod), start["event"], start.get("step"),
-                                                         (" (%s)" % start["reason"]) if start.get("reason") else ""))
+        reason = (" (%s)" % start["reason"]) if start.get("reason") else ""
+        evidence.append("rank 0 (%s): %s at step %s%s" % (objects.name_of(pod), start["event"], start.get("step"), reason))
     if len(inside) < 2:
         problem = objects.pod_problem(pod) if pod is not None else "no pod"
         return Result("training-window", FAIL, "the training Job %s printed %d step lines %s%s" % (
@@ -166,8 +166,8 @@ def persistence_problem(ctx, pod, directory):
     phase = (pvc.get("status") or {}).get("phase")
     if phase != "Bound":
         events = objects.events_of(ctx, namespace, "PersistentVolumeClaim", claim)
-        return "%s is on claim %s, which is %s%s" % (directory, claim, phase or "not bound",
-                                                      (": " + events[-1]) if events else "")
+        last = (": " + events[-1]) if events else ""
+        return "%s is on claim %s, which is %s%s" % (directory, claim, phase or "not bound", last)
     return ""
 
 
@@ -234,10 +234,10 @@ def checkpoint_restore(ctx):
     outcome = objects.until(ctx, restored, pod_timeout + checkpoint_timeout, watch=("v1", "Pod", tr["namespace"]))
     new = seen.get("new")
     if outcome is None or outcome[0] is None:
+        seen_new = (": %s %s %s" % (objects.name_of(new), objects.phase_of(new), objects.pod_problem(new))
+                    if new else ": no new pod")
         return Result("checkpoint-restore", FAIL, "no replacement pod resumed within %d s of the delete%s" % (
-            pod_timeout + checkpoint_timeout, (": %s %s %s" % (objects.name_of(new), objects.phase_of(new),
-                                                              objects.pod_problem(new))) if new else ": no new pod"),
-            evidence + ["log of the replacement: %s" % _tail(seen.get("new_text"))], figures)
+            pod_timeout + checkpoint_timeout, seen_new), evidence + ["log of the replacement: %s" % _tail(seen.get("new_text"))], figures)
     begin, first_step = outcome
     tr["pods"] = tr["pods"] + [objects.name_of(new)]
     figures["resumed_step"] = int(lines.number(begin, "step"))

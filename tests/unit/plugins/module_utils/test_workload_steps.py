@@ -15,7 +15,8 @@ import pytest
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import runner
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import allreduce, lines, training
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import data as data_step  # noqa: F401
+# imported for their @step functions (data-staged)
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import data as data_step  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import queue as queue_step  # noqa: F401
 from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
 
@@ -391,7 +392,9 @@ def test_nccl_allreduce_passes_with_rows_and_average_against_the_expectation():
 
 def test_nccl_allreduce_names_the_slow_node_from_pair_runs():
     slow = "gpu-h100-3"
-    text = lambda nodes: (nccl_text(avg=17.7 if slow in nodes else None), "Succeeded")  # noqa: E731
+
+    def text(nodes):
+        return nccl_text(avg=17.7 if slow in nodes else None), "Succeeded"
     cluster = Cluster(programs={"wla-nccl": nccl_program(text)})
     result = runner.run(cluster.context(expected_busbw_gbps=80.0), ["nccl-allreduce"])[0]
     assert result.status == runner.FAIL
@@ -409,8 +412,11 @@ def test_nccl_allreduce_names_the_slow_node_from_pair_runs():
 
 def test_nccl_allreduce_wrong_results_fail_naming_the_nodes():
     bad = "gpu-h100-2"
-    text = lambda nodes: (nccl_text("all_reduce__wrong-results__2-hosts__oob-108.txt") if bad in nodes  # noqa: E731
-                          else nccl_text(), "Failed" if bad in nodes else "Succeeded")
+
+    def text(nodes):
+        if bad in nodes:
+            return nccl_text("all_reduce__wrong-results__2-hosts__oob-108.txt"), "Failed"
+        return nccl_text(), "Succeeded"
     cluster = Cluster(programs={"wla-nccl": nccl_program(text)})
     result = runner.run(cluster.context(expected_busbw_gbps=80.0), ["nccl-allreduce"])[0]
     assert result.status == runner.FAIL
