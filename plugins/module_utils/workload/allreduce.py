@@ -32,9 +32,12 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.queu
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.runner import FAIL, PASS, Result, step
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+PROGRAM = "all_reduce_perf"
 # env variables a launcher script may read for the node count (rewritten for a pair run)
 NODE_COUNT_ENV = ("NNODES", "NUM_NODES", "N_NODES", "NODE_COUNT")
 _NP = re.compile(r"(?<![\w-])(-np|--np|-n)(\s+|=)(\d+)\b")
+# a launcher script that writes the hostfile itself: `for i in $(seq 0 N-1)` over <job>-$i.<service>
+_SEQ = re.compile(r"\bseq 0 (\d+)\b")
 
 
 def _rows(parsed):
@@ -153,7 +156,7 @@ def pair_objects(objs, pair, number):
                         labels[key] = new
             _pin(pod_spec, pair)
             for container in (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or []):
-                _resize(container, size)
+                _resize(container, size, old, new)
         out.append(body)
     return out
 
@@ -169,15 +172,39 @@ def _pin(pod_spec, pair):
     required["nodeSelectorTerms"] = terms
 
 
-def _resize(container, size):
-    """mpirun's process count and a node-count variable scaled from `size` nodes to 2."""
-    def scale(match):
-        count = int(match.group(3))
+def _resize(container, size, old, new):
+    """The launcher's view of the run for 2 nodes instead of `size`: mpirun's process count (its
+    -np/-n before the program: all_reduce_perf's own -n is its iteration count), the hosts of a
+    hostfile the script writes (seq 0 N-1, <job>-$i.<service>), a node-count variable."""
+    def scaled(count):
         per_node = count // size if size and count % size == 0 else None
-        return "%s%s%d" % (match.group(1), match.group(2), per_node * 2 if per_node else count)
+        return per_node * 2 if per_node else count
+
+    def scale(match):
+        return "%s%s%d" % (match.group(1), match.group(2), scaled(int(match.group(3))))
+
+    def hosts(match):
+        return "seq 0 1" if int(match.group(1)) == size - 1 else match.group(0)
+    renamed = re.compile(r"(?<![\w-])%s(?![\w])" % re.escape(old))
+
+    def rewrite(text):
+        cut = text.find(PROGRAM)
+        head, tail = (text[:cut], text[cut:]) if cut >= 0 else (text, "")
+        return renamed.sub(new, _SEQ.sub(hosts, _NP.sub(scale, head) + tail))
     for key in ("command", "args"):
-        if container.get(key):
-            container[key] = [_NP.sub(scale, part) if isinstance(part, str) else part for part in container[key]]
+        parts = container.get(key)
+        if not parts:
+            continue
+        out, before_program = [], True
+        for number, part in enumerate(parts):
+            if not isinstance(part, str):
+                out.append(part)
+                continue
+            if before_program and number and parts[number - 1] in ("-np", "--np", "-n") and part.isdigit():
+                part = str(scaled(int(part)))
+            before_program = before_program and PROGRAM not in part
+            out.append(rewrite(part) if before_program or PROGRAM in part else renamed.sub(new, part))
+        container[key] = out
     for env in container.get("env") or []:
         if env.get("name") in NODE_COUNT_ENV and env.get("value") == str(size):
             env["value"] = "2"

@@ -437,6 +437,26 @@ def test_pair_objects_pin_two_nodes_and_scale_mpirun():
             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-h100-3", "gpu-h100-1"]}]}]}
     assert "mpirun --allow-run-as-root -np 16 -N 8" in spec["template"]["spec"]["containers"][0]["command"][2]
     assert objs[1]["spec"]["parallelism"] == 4   # the original is untouched
+    # the list form: mpirun's -np scaled, all_reduce_perf's own -n (iterations) kept
+    objs[1]["spec"]["template"]["spec"]["containers"][0]["command"] = [
+        "mpirun", "-np", "32", "-N", "8", "all_reduce_perf", "-b", "8", "-e", "8G", "-n", "20"]
+    pair_job = allreduce.pair_objects(objs, ("gpu-h100-1", "gpu-h100-2"), 1)[1]
+    assert pair_job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "mpirun", "-np", "16", "-N", "8", "all_reduce_perf", "-b", "8", "-e", "8G", "-n", "20"]
+
+
+def test_pair_objects_rewrite_a_hostfile_the_launcher_writes():
+    # the shape of docs/templates/nccl-allreduce-job.yaml.j2: the launcher lists <job>-$i.<service> itself
+    script = ('if [ "$JOB_COMPLETION_INDEX" = "0" ]; then for i in $(seq 0 3); do echo "wla-nccl-$i.wla-nccl slots=8"; '
+              'done > /tmp/hostfile; mpirun -np 32 -N 8 --hostfile /tmp/hostfile -x NCCL_DEBUG=INFO all_reduce_perf '
+              '-b 8 -e 8G -f 2 -g 1 -c 1 -n 20; else /usr/sbin/sshd -D -e -p 2222; fi')
+    body = manifests()["nccl"]
+    body[1]["spec"]["template"]["spec"]["containers"][0].update(command=["/bin/bash", "-c"], args=[script])
+    objs = allreduce.objects.prepare(Cluster().context(), body, "nccl")
+    args = allreduce.pair_objects(objs, ("gpu-h100-1", "gpu-h100-2"), 1)[1]["spec"]["template"]["spec"][
+        "containers"][0]["args"][0]
+    assert args == script.replace("seq 0 3", "seq 0 1").replace("wla-nccl-$i.wla-nccl", "wla-nccl-pair1-$i.wla-nccl-pair1") \
+        .replace("-np 32", "-np 16")
 
 
 # --- training-window and checkpoint-restore ---------------------------------------------------------
