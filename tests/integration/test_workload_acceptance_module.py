@@ -1,5 +1,8 @@
 """Integration: the module workload_acceptance against the simulated cluster (tests/clusters/workload.yaml).
 
+The queued-job step runs against a second cluster with Kueue installed by the queues playbook
+(tests/kit/queues.py: one 8-GPU node, team-a and team-b with 4 GPUs each in one cohort).
+
 Four 8-GPU H100 nodes on a 180 GB/s fabric, gpu-h100-3's link degraded to a quarter. The module runs
 as operators run it: a one-task play with the cluster's credentials from the inventory. The GPU
 Operator twin offers the GPUs (chart workloads + ClusterPolicy), the nccl-tests twin prints
@@ -10,6 +13,7 @@ import time
 
 import pytest
 
+from kit.paths import BIN, KUEUE_CHART
 from kit.playbook import run_playbook, task_play
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("workload.yaml")]
@@ -139,3 +143,78 @@ def test_check_mode_creates_nothing(cluster, tmp_path):
     assert set(r["status"] for r in out["results"]) == {"SKIP"} and len(out["results"]) == 8
     assert out["results"][0]["summary"] == "check mode: no workload is created"
     assert objects_left(cluster) == []
+
+
+# --- queued-job through Kueue -----------------------------------------------------------------
+
+FLAVOR = "h100-nvlink-training"
+KUEUE_HOSTS = {"gpu-h100-1": {
+    "node_prereqs_pool": {"accelerator": "h100", "topology": "nvlink", "workload": "training"},
+    "node_prereqs_pool_taints": [{"key": "workload", "value": "training", "effect": "NoSchedule"}]}}
+
+
+def kueue_team(name):
+    return {"name": name, "queue": {"cohort": "research", "flavors": [
+        {"name": FLAVOR, "resources": {"nvidia.com/gpu": {"nominal": 4}}}]}}
+
+
+@pytest.fixture(scope="module")
+def kueue(tmp_path_factory):
+    from kit.queues import inventory, play, start_cluster
+    sim = start_cluster(tmp_path_factory, "wla-kueue")
+    try:
+        inv = inventory(tmp_path_factory.mktemp("inv"), {
+            "tenants_queue_backend": "kueue", "queues_chart_source": "archive", "queues_chart_ref": KUEUE_CHART,
+            "queues_chart_version": "0.19.2", "queues_wait_timeout": 120,
+            "tenants_list": [kueue_team("team-a"), kueue_team("team-b")]}, KUEUE_HOSTS)
+        res = play(sim, inv, queues_helm_binary=os.path.join(BIN, "helm4"))
+        assert res.rc == 0, res
+    except Exception:
+        sim.stop()
+        raise
+    yield sim
+    sim.stop()
+
+
+def training_manifests(nodes, gpus):
+    """A training Job as the training template renders it for Kueue (suspended, LocalQueue label)."""
+    name = "wla-train"
+    labels = {"kueue.x-k8s.io/queue-name": "team-a", "app.kubernetes.io/component": "trainer"}
+    container = {"name": "trainer", "image": "registry.example.com/ml/train:1.4", "command": ["sleep", "3600"],
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+         "spec": {"clusterIP": "None", "selector": {"job-name": name}, "ports": [{"port": 29500}]}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": dict(labels)},
+         "spec": {"suspend": True, "completionMode": "Indexed", "completions": nodes, "parallelism": nodes,
+                  "backoffLimit": 3, "template": {
+                      "metadata": {"labels": dict(labels),
+                                   "annotations": {"simcluster.skaffon.io/behaviour": "run"}},
+                      "spec": {"restartPolicy": "Never", "subdomain": name, "containers": [container]}}}},
+    ]
+
+
+def test_queued_job_admitted_by_kueue_with_the_reason(kueue, tmp_path):
+    out = run_module(kueue, tmp_path, "kueue-admit", steps=["queued-job"], queue_backend="kueue",
+                     manifests={"training": training_manifests(1, 4)})
+    result = out["results"][0]
+    assert result["status"] == "PASS", result
+    assert result["figures"]["admission_reason"] == "Admitted" and result["figures"]["queue"] == "team-a"
+    assert 0 < result["figures"]["wait_seconds"] < 30
+    assert "Kueue LocalQueue team-a" in result["summary"]
+    assert "Quota reserved in ClusterQueue team-a" in result["summary"]
+    assert "on gpu-h100-1" in result["summary"]
+
+
+def test_queued_job_never_admitted_names_the_queue_and_the_reason(kueue, tmp_path):
+    # 12 GPUs: more than team-a's 4 plus the 4 team-b lends, never admitted
+    out = run_module(kueue, tmp_path, "kueue-never", steps=["queued-job", "training-window"],
+                     queue_backend="kueue", queue_timeout=5, manifests={"training": training_manifests(3, 4)})
+    first, second = out["results"]
+    assert first["status"] == "FAIL", first
+    assert first["summary"].startswith("Kueue LocalQueue team-a did not admit Job wla-train within 5 s: last reason "), \
+        first["summary"]
+    assert "nvidia.com/gpu" in first["summary"]
+    assert second["status"] == "SKIP" and second["summary"] == "needs queued-job, which failed"
+    from kit.queues import kget
+    assert not (kget(kueue, "jobs", "-n", NS) or {}).get("items")
