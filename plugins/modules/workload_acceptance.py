@@ -300,6 +300,7 @@ def server_version(kube):
 def run(module):
     ids = module.params["steps"]
     runner.validate_ids(ids)
+    runner.validate_params(module.params)
     ctx = runner.Context(module.kube, module.params)
     if module.check_mode:
         results = [runner.Result(step_id, runner.SKIP, "check mode: no workload is created")
