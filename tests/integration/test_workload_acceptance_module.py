@@ -86,9 +86,64 @@ def nccl_manifests(nodes):
     ]
 
 
+SCRIPTS = {"train.py": "# the role's train.py\n", "stage.py": "# the role's stage.py\n"}
+SCRIPTS_MOUNT = {"name": "scripts", "mountPath": "/opt/skaffon/acceptance", "readOnly": True}
+SCRIPTS_VOLUME = {"name": "scripts", "configMap": {"name": "wla-scripts"}}
+DATA_VOLUME = {"name": "data", "persistentVolumeClaim": {"claimName": "wla-data"}}
+SOURCES = ["sample=https://data.example.com/sample.tar", "weights=https://models.example.com/base.safetensors"]
+
+
+def claim(name, size="100Gi"):
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}}
+
+
+def data_manifests(sources=SOURCES):
+    """The data claim and the stage Job (docs/templates/data-stage-job.yaml.j2's shape)."""
+    command = ["python3", "/opt/skaffon/acceptance/stage.py", "--dest", "/data"]
+    for source in sources:
+        command += ["--source", source]
+    return [claim("wla-data"), {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "wla-stage"},
+        "spec": {"backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "stage", "image": "python:3.12-slim", "command": command,
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}, SCRIPTS_MOUNT]}],
+            "volumes": [DATA_VOLUME, SCRIPTS_VOLUME]}}}}]
+
+
+def train_manifests(checkpoint_claim=True, nodes=2, seconds=400):
+    """The training Job (docs/templates/training-job.yaml.j2's shape): torchrun in an Indexed Job, one pod per node."""
+    name = "wla-train"
+    ckpt = ({"name": "checkpoints", "persistentVolumeClaim": {"claimName": "wla-checkpoints"}} if checkpoint_claim
+            else {"name": "checkpoints", "emptyDir": {"sizeLimit": "50Gi"}})
+    container = {"name": "trainer", "image": "registry.example.com/ml/train:1.4", "command": ["torchrun"],
+                 "args": ["/opt/skaffon/acceptance/train.py", "--data=/data", "--checkpoint-dir=/checkpoints",
+                          "--checkpoint-every=20", "--seconds=%d" % seconds],
+                 "env": [{"name": "PET_NNODES", "value": str(nodes)}, {"name": "PET_NPROC_PER_NODE", "value": "8"}],
+                 "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                 "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"},
+                                  {"name": "data", "mountPath": "/data", "readOnly": True}, SCRIPTS_MOUNT]}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+         "spec": {"clusterIP": "None", "selector": {"job-name": name}, "ports": [{"port": 29500}]}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+         "spec": {"completionMode": "Indexed", "completions": nodes, "parallelism": nodes, "backoffLimit": 6,
+                  "template": {"metadata": {"labels": {"app.kubernetes.io/component": "trainer"}},
+                               "spec": {"restartPolicy": "Never", "subdomain": name, "containers": [container],
+                                        "affinity": {"podAntiAffinity": {
+                                            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                                                "topologyKey": "kubernetes.io/hostname",
+                                                "labelSelector": {"matchLabels": {"job-name": name}}}]}},
+                                        "volumes": [ckpt, dict(DATA_VOLUME, persistentVolumeClaim={
+                                            "claimName": "wla-data", "readOnly": True}), SCRIPTS_VOLUME]}}}},
+    ]
+
+
 def run_module(cluster, tmp_path, name, **args):
     base = dict(namespace=NS, team="team-a", pool="h100", queue_backend="none", pod_timeout=60, queue_timeout=60,
-                benchmark_timeout=120)
+                benchmark_timeout=120, stage_timeout=60, checkpoint_timeout=60, training_window_seconds=60,
+                scripts=SCRIPTS)
     base.update(args)
     play = task_play(tmp_path / ("%s.yml" % name), "skaffon.gpu_platform.workload_acceptance", base)
     res = run_playbook(play, cluster.env)
@@ -131,6 +186,62 @@ def test_nccl_allreduce_names_the_degraded_node(cluster, tmp_path):
     assert len(pairs) == 4, pairs
     assert out["failed_steps"] == ["nccl-allreduce"]
     wait("the run's objects to go", lambda: not objects_left(cluster))
+
+
+def left_claims(cluster):
+    from kubernetes import client
+    return [c.metadata.name for c in client.CoreV1Api(cluster.api_client()).list_namespaced_persistent_volume_claim(
+        NS).items]
+
+
+def test_training_steps_from_queue_to_restore(cluster, tmp_path):
+    manifests = {"training": [claim("wla-data")] + train_manifests(), "checkpoint": [claim("wla-checkpoints")],
+                 "data": data_manifests()}
+    out = run_module(cluster, tmp_path, "training", manifests=manifests, run_id="wla-it-1",
+                     steps=["queued-job", "data-staged", "training-window", "checkpoint-restore"])
+    by_id = dict((r["id"], r) for r in out["results"])
+    assert [r["status"] for r in out["results"]] == ["PASS"] * 4, out["results"]
+    assert by_id["queued-job"]["figures"]["admission_reason"] == "Scheduled"
+    staged = by_id["data-staged"]["figures"]
+    assert staged["bytes"] == 2147483648 + 536870912
+    assert [(s["name"], s["bytes"]) for s in staged["sources"]] == [("sample", 2147483648), ("weights", 536870912)]
+    assert staged["seconds"] == pytest.approx(2684354560 / 500e6, abs=0.05)
+    window = by_id["training-window"]["figures"]
+    # 2 pods x 8 H100 x 400 samples/s (cluster file), one step per simulated second; the window also
+    # holds the checkpoint writes (0.54 s every 20 steps), as a real run's does
+    assert 6400 * 20 / 20.54 - 1 <= window["throughput_samples_per_s"] <= 6400
+    assert window["gpus"] == 16 and window["steps"] >= 58 and window["seconds"] <= 60
+    restore = by_id["checkpoint-restore"]["figures"]
+    assert restore["checkpoint_step"] % 20 == 0 and restore["resumed_step"] == restore["checkpoint_step"]
+    assert restore["checkpoint_seconds"] == pytest.approx(1073741824 / 2000e6, abs=0.01)
+    assert restore["restore_seconds"] == pytest.approx(1073741824 / 4000e6, abs=0.01)
+    assert 0 < restore["recovery_seconds"] < 30
+    wait("the run's objects to go", lambda: not objects_left(cluster) and not left_claims(cluster))
+
+
+def test_checkpoint_on_the_pods_own_disk_restores_from_step_0(cluster, tmp_path):
+    manifests = {"training": [claim("wla-data")] + train_manifests(checkpoint_claim=False), "checkpoint": []}
+    out = run_module(cluster, tmp_path, "emptydir", manifests=manifests,
+                     steps=["training-window", "checkpoint-restore"])
+    window, restore = out["results"]
+    assert window["status"] == "PASS", window
+    assert restore["status"] == "FAIL"
+    assert restore["summary"] == ("restored from step 0: /checkpoints is not a persistent volume: volume checkpoints "
+                                  "mounted at /checkpoints is emptyDir"), restore
+    assert restore["figures"]["resumed_step"] == 0
+    wait("the run's objects to go", lambda: not objects_left(cluster) and not left_claims(cluster))
+
+
+def test_a_source_that_is_not_there_fails_the_stage_naming_it(cluster, tmp_path):
+    sources = SOURCES[:1] + ["weights=https://models.example.com/missing.safetensors"]
+    out = run_module(cluster, tmp_path, "stage-404", manifests={"data": data_manifests(sources)},
+                     steps=["data-staged"])
+    result = out["results"][0]
+    assert result["status"] == "FAIL"
+    assert result["summary"] == ("staging weights from https://models.example.com/missing.safetensors failed: "
+                                 "HTTP Error 404: Not Found")
+    assert result["figures"]["sources"][0]["bytes"] == 2147483648
+    wait("the run's objects to go", lambda: not objects_left(cluster) and not left_claims(cluster))
 
 
 def test_check_mode_creates_nothing(cluster, tmp_path):

@@ -188,7 +188,8 @@ def submit(ctx, objs, job_kind_what):
         scheduler = ((job_body.get("spec") or {}).get("template") or {}).get("spec", {}).get(
             "schedulerName") or upstream.DEFAULT_SCHEDULER_NAME
         sub.reason = "Scheduled"
-        sub.message = "all %d pods bound by %s" % (len(sub.pods), scheduler)
+        sub.message = ("all %d pods bound by %s" % (len(sub.pods), scheduler) if len(sub.pods) != 1
+                       else "the pod bound by %s" % scheduler)
         sub.evidence.append("admitted after %.1f s: %s%s" % (sub.wait_seconds, sub.reason,
                                                              (" (%s)" % sub.message) if sub.message else ""))
     sub.evidence.append("pods: %s" % ", ".join("%s on %s" % (objects.name_of(p), objects.node_of(p) or "-")

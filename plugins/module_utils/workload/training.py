@@ -96,7 +96,8 @@ def training_window(ctx):
             "within %d s" % (window + pod_timeout), (": " + problem) if problem else ""),
             evidence + ["log of %s: %s" % (objects.name_of(pod) if pod else "-", _tail(text))], figures)
     done = lines.first(found, "done")
-    if seconds + 1e-9 < window:
+    steps = lines.events(found, "step")
+    if steps[-1]["time"] - steps[0]["time"] < window:
         evidence.append("the window is %.1f s of the %.0f s asked: %s" % (
             seconds, window, "the program ended its run (done line) first" if done else "the wait ended first"))
     evidence.append("%d steps from %.3f to %.3f: %d samples, last loss %s" % (
