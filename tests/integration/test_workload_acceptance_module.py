@@ -232,6 +232,20 @@ def test_checkpoint_on_the_pods_own_disk_restores_from_step_0(cluster, tmp_path)
     wait("the run's objects to go", lambda: not objects_left(cluster) and not left_claims(cluster))
 
 
+def test_a_checkpoint_claim_that_does_not_exist_keeps_the_job_from_starting(cluster, tmp_path):
+    manifests = {"training": [claim("wla-data")] + train_manifests(), "checkpoint": []}
+    out = run_module(cluster, tmp_path, "no-claim", manifests=manifests, queue_timeout=3,
+                     steps=["queued-job", "training-window", "checkpoint-restore"])
+    queued, window, restore = out["results"]
+    assert queued["status"] == "FAIL"
+    assert queued["summary"].startswith("the default scheduler (no queue backend) did not start Job wla-train within "
+                                        "3 s: last reason pod wla-train-"), queued["summary"]
+    assert 'persistentvolumeclaim "wla-checkpoints" not found' in queued["summary"]
+    assert (window["status"], restore["status"]) == ("SKIP", "SKIP")
+    assert restore["summary"] == "needs training-window, which was skipped"
+    wait("the run's objects to go", lambda: not objects_left(cluster) and not left_claims(cluster))
+
+
 def test_a_source_that_is_not_there_fails_the_stage_naming_it(cluster, tmp_path):
     sources = SOURCES[:1] + ["weights=https://models.example.com/missing.safetensors"]
     out = run_module(cluster, tmp_path, "stage-404", manifests={"data": data_manifests(sources)},
