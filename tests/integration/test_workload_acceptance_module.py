@@ -1,7 +1,8 @@
 """Integration: the module workload_acceptance against the simulated cluster (tests/clusters/workload.yaml).
 
-The queued-job step runs against a second cluster with Kueue installed by the queues playbook
-(tests/kit/queues.py: one 8-GPU node, team-a and team-b with 4 GPUs each in one cohort).
+The queued-job step runs against two more clusters with a queue backend installed by the queues
+playbook (tests/kit/queues.py: one 8-GPU node): Kueue with team-a and team-b at 4 GPUs each in one
+cohort; KAI with team-a at a quota of 2 GPUs and team-c at none, limited to 4.
 
 Four 8-GPU H100 nodes on a 180 GB/s fabric, gpu-h100-3's link degraded to a quarter. The module runs
 as operators run it: a one-task play with the cluster's credentials from the inventory. The GPU
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from kit.paths import BIN, KUEUE_CHART
+from kit.paths import BIN, KAI_CHART, KUEUE_CHART
 from kit.playbook import run_playbook, task_play
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.cluster("workload.yaml")]
@@ -343,3 +344,60 @@ def test_queued_job_never_admitted_names_the_queue_and_the_reason(kueue, tmp_pat
     assert second["status"] == "SKIP" and second["summary"] == "needs queued-job, which failed"
     from kit.queues import kget
     assert not (kget(kueue, "jobs", "-n", NS) or {}).get("items")
+
+
+# --- queued-job through KAI -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kai(tmp_path_factory):
+    from kit.queues import inventory, play, start_cluster
+    sim = start_cluster(tmp_path_factory, "wla-kai")
+    try:
+        inv = inventory(tmp_path_factory.mktemp("inv"), {
+            "tenants_queue_backend": "kai", "queues_chart_source": "archive", "queues_chart_ref": KAI_CHART,
+            "queues_chart_version": "v0.17.0", "queues_wait_timeout": 120,
+            "queues_departments": [{"name": "research", "gpu": {"quota": 4}}],
+            "tenants_list": [{"name": "team-a", "queue": {"parent": "research", "gpu": {"quota": 2}}},
+                             {"name": "team-c", "queue": {"parent": "research", "gpu": {"quota": 0, "limit": 4}}}]})
+        res = play(sim, inv, queues_helm_binary=os.path.join(BIN, "helm4"))
+        assert res.rc == 0, res
+    except Exception:
+        sim.stop()
+        raise
+    yield sim
+    sim.stop()
+
+
+def kai_training(team, pods, gpus):
+    """The training Job as the template renders it for KAI: the queue label, kai-scheduler, a gang."""
+    body = training_manifests(pods, gpus)
+    job = body[1]
+    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        labels.pop("kueue.x-k8s.io/queue-name")
+        labels["kai.scheduler/queue"] = team
+    job["metadata"]["annotations"] = {"kai.scheduler/batch-min-member": str(pods)}
+    del job["spec"]["suspend"]
+    job["spec"]["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    job["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu.skaffon.io/workload", "operator": "Equal", "value": "training", "effect": "NoSchedule"}]
+    return body
+
+
+def test_queued_job_gang_bound_by_kai(kai, tmp_path):
+    out = run_module(kai, tmp_path, "kai-bound", steps=["queued-job"], queue_backend="kai", namespace="team-a",
+                     manifests={"training": kai_training("team-a", 2, 1)})
+    result = out["results"][0]
+    assert result["status"] == "PASS", result
+    assert result["figures"]["queue"] == "team-a" and result["figures"]["admission_reason"] == "Scheduled"
+    assert "admitted by KAI queue team-a" in result["summary"]
+    assert "all 2 pods bound by kai-scheduler" in result["summary"]
+
+
+def test_queued_job_kai_gang_that_never_fits_names_the_queue_and_kais_message(kai, tmp_path):
+    out = run_module(kai, tmp_path, "kai-never", steps=["queued-job"], queue_backend="kai", namespace="team-c",
+                     queue_timeout=5, manifests={"training": kai_training("team-c", 2, 4)})
+    result = out["results"][0]
+    assert result["status"] == "FAIL", result
+    assert result["summary"].startswith("KAI queue team-c did not start Job wla-train within 5 s: last reason pod "
+                                        "wla-train-"), result["summary"]
+    assert "Unschedulable" in result["summary"]
