@@ -52,7 +52,8 @@ def _rows(parsed):
 
 
 def _wrong(parsed):
-    return bool(parsed.get("wrong_total")) or bool(parsed.get("errors"))
+    """Wrong results: #wrong elements in the table, or out-of-bounds values in its summary."""
+    return bool(parsed.get("wrong_total")) or bool(parsed.get("out_of_bounds"))
 
 
 class Run(object):
@@ -113,10 +114,12 @@ def benchmark(ctx, objs, label):
             run.problem = "the launcher did not finish within %d s" % timeout
             return run
         run.parsed = nccl.parse(text)
-        if not run.parsed.get("rows") and not run.parsed.get("errors"):
+        if not run.parsed.get("rows"):
+            said = [e for e in run.parsed.get("errors") or [] if not e.startswith("no result rows")]
+            said = said[:1] or [line.strip() for line in text.splitlines() if line.strip()][:2]
             run.problem = "the launcher pod %s ended %s without a result table%s" % (
                 objects.name_of(launcher) if launcher else "(none)", outcome,
-                (": " + objects.pod_problem(launcher)) if launcher is not None and objects.pod_problem(launcher) else "")
+                (": " + " | ".join(said)) if said else "")
         return run
     finally:
         for body in objs:
@@ -263,13 +266,19 @@ def nccl_allreduce(ctx):
     ctx.state["nccl"] = {"nodes": run.nodes, "avg_busbw_gbps": run.avg}
     nodes = run.nodes
     if _wrong(parsed):
-        cause = ("%s wrong elements" % parsed["wrong_total"]) if parsed.get("wrong_total") else parsed["errors"][0]
+        cause = ("%s wrong elements" % parsed["wrong_total"]) if parsed.get("wrong_total") else (
+            "%s out-of-bounds values" % parsed["out_of_bounds"])
         bad_nodes, bad_pairs, _runs = (locate(ctx, objs, nodes, lambda r: _wrong(r.parsed or {}), evidence)
                                        if len(nodes) > 2 else (None, [], []))
         where = _where(bad_nodes, bad_pairs, nodes, "wrong")
         figures["bad_nodes"] = bad_nodes or []
         return Result("nccl-allreduce", FAIL, "wrong results from all_reduce_perf (%s) on the nodes %s%s" % (
             cause, ", ".join(nodes), where), evidence, figures)
+    if parsed.get("errors"):
+        # the run itself failed (NCCL WARN, a test failure, a cut log): what nccl-tests said, not a figure
+        evidence.extend("nccl-tests: %s" % error for error in parsed["errors"][1:5])
+        return Result("nccl-allreduce", FAIL, "all_reduce_perf failed on the nodes %s: %s" % (
+            ", ".join(nodes), parsed["errors"][0]), evidence, figures)
     if expected is None:
         return Result("nccl-allreduce", PASS, "avg bus bandwidth %s GB/s over %d nodes (no expected figure for the "
                       "pool's fabric: not compared)" % (run.avg, len(nodes)), evidence, figures)

@@ -562,3 +562,51 @@ def test_a_manifest_for_another_namespace_is_refused():
     with pytest.raises(runner.DomainError) as err:
         allreduce.objects.prepare(ctx, other, "nccl")
     assert "manifests.nccl[1] (Job wla-nccl) is for namespace team-b" in err.value.msg
+
+
+def test_training_that_crashes_before_a_step_fails_with_its_log():
+    def crash(cluster, pod, age):
+        text = "\n".join(["Traceback (most recent call last):", '  File "/opt/skaffon/acceptance/train.py", line 12',
+                          "RuntimeError: No CUDA GPUs are available"])
+        pod["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": {
+            "exitCode": 1, "reason": "Error"}}}]
+        return text, "Failed"
+    cluster = Cluster(programs={"wla-train": crash})
+    result = runner.run(cluster.context(), ["training-window", "checkpoint-restore"])
+    assert result[0].status == runner.FAIL
+    assert result[0].summary.startswith("the training Job wla-train printed 0 step lines before it ended (Failed): "
+                                        "container main exited 1 (Error)")
+    assert result[0].evidence[-1].endswith("RuntimeError: No CUDA GPUs are available")
+    assert result[1].status == runner.SKIP
+
+
+def test_nccl_launcher_without_a_table_fails_with_what_mpirun_said():
+    orte = "\n".join(["ssh: Could not resolve hostname wla-nccl-3.wla-nccl: Name or service not known",
+                      "ORTE was unable to reliably start one or more daemons."])
+    cluster = Cluster(programs={"wla-nccl": nccl_program(lambda nodes: (orte, "Failed"))})
+    result = runner.run(cluster.context(expected_busbw_gbps=80.0), ["nccl-allreduce"])[0]
+    assert result.status == runner.FAIL
+    assert result.summary.startswith("nccl-tests did not run: the launcher pod wla-nccl-0-")
+    assert result.summary.endswith("ended Failed without a result table: ssh: Could not resolve hostname "
+                                   "wla-nccl-3.wla-nccl: Name or service not known | ORTE was unable to reliably "
+                                   "start one or more daemons.")
+
+
+def test_nccl_failure_after_the_header_is_the_runs_own_message():
+    text = nccl_text("all_reduce__header-then-nccl-failure__2-gpus.txt")
+    cluster = Cluster(programs={"wla-nccl": nccl_program(lambda nodes: (text, "Failed"))})
+    result = runner.run(cluster.context(expected_busbw_gbps=80.0), ["nccl-allreduce"])[0]
+    assert result.status == runner.FAIL
+    assert "GENOA-06: Test NCCL failure common.cu:392" in result.summary
+    assert not [e for e in result.evidence if e.startswith("pair ")]
+
+
+def test_no_replacement_after_the_delete_fails_naming_what_was_seen():
+    cluster = Cluster(programs={"wla-train": train_program()})
+    ctx = cluster.context(checkpoint_timeout=5, pod_timeout=5)
+    assert runner.run(ctx, ["training-window"])[0].status == runner.PASS
+    # from now on the Job controller makes no pod (a Job that failed on the delete, backoffLimit 0)
+    cluster.job_controller = lambda job: None
+    result = runner.STEPS["checkpoint-restore"](ctx)
+    assert result.status == runner.FAIL
+    assert result.summary == "no replacement pod resumed within 10 s of the delete: no new pod"
