@@ -163,11 +163,11 @@ def objects_left(cluster):
 
 def test_nccl_allreduce_passes_on_healthy_nodes(cluster, tmp_path):
     out = run_module(cluster, tmp_path, "healthy", steps=["nccl-allreduce"], expected_busbw_gbps=180.0,
-                     manifests={"nccl": nccl_manifests(["gpu-h100-1", "gpu-h100-2", "gpu-h100-4"])})
+                     manifests={"nccl": nccl_manifests(["gpu-h100-1", "gpu-h100-2"])})
     result = out["results"][0]
     assert result["status"] == "PASS", result
     figures = result["figures"]
-    assert figures["nodes"] == ["gpu-h100-1", "gpu-h100-2", "gpu-h100-4"] and figures["ranks"] == 24
+    assert figures["nodes"] == ["gpu-h100-1", "gpu-h100-2"] and figures["ranks"] == 16
     assert [r["size"] for r in figures["rows"]] == [2 ** 30, 2 ** 31, 2 ** 32, 2 ** 33]
     assert 144 <= figures["avg_busbw_gbps"] <= 180
     assert out["simulated"] is True and out["kubernetes_version"].endswith("-simcluster")
@@ -176,16 +176,29 @@ def test_nccl_allreduce_passes_on_healthy_nodes(cluster, tmp_path):
 
 
 def test_nccl_allreduce_names_the_degraded_node(cluster, tmp_path):
+    nodes = ["gpu-h100-1", "gpu-h100-2", "gpu-h100-3"]
     out = run_module(cluster, tmp_path, "degraded", steps=["nccl-allreduce"], expected_busbw_gbps=180.0,
-                     manifests={"nccl": nccl_manifests(GPU_NODES)})
+                     manifests={"nccl": nccl_manifests(nodes)})
     result = out["results"][0]
     assert result["status"] == "FAIL", result
     assert result["summary"].endswith("; slow node gpu-h100-3 (every pair with it is slow)"), result["summary"]
     assert result["figures"]["bad_nodes"] == ["gpu-h100-3"]
     assert result["figures"]["avg_busbw_gbps"] < 50           # the ring runs at the degraded link's 45 GB/s
-    pairs = [e for e in result["evidence"] if e.startswith("pair ")]
-    assert len(pairs) == 4, pairs
+    pairs = [e.split(":")[0] for e in result["evidence"] if e.startswith("pair ")]
+    assert pairs == ["pair gpu-h100-1+gpu-h100-2 on gpu-h100-1, gpu-h100-2",
+                     "pair gpu-h100-3+gpu-h100-1 on gpu-h100-1, gpu-h100-3"], pairs
     assert out["failed_steps"] == ["nccl-allreduce"]
+    wait("the run's objects to go", lambda: not objects_left(cluster))
+
+
+def test_nccl_allreduce_names_the_node_with_wrong_results(cluster, tmp_path):
+    out = run_module(cluster, tmp_path, "wrong", steps=["nccl-allreduce"], expected_busbw_gbps=180.0,
+                     manifests={"nccl": nccl_manifests(["gpu-h100-1", "gpu-h100-2", "gpu-h100-4"])})
+    result = out["results"][0]
+    assert result["status"] == "FAIL", result
+    assert result["summary"].startswith("wrong results from all_reduce_perf ("), result["summary"]
+    assert result["summary"].endswith("; node gpu-h100-4 gives wrong results (every pair with it does)")
+    assert result["figures"]["bad_nodes"] == ["gpu-h100-4"] and result["figures"]["wrong_total"] > 0
     wait("the run's objects to go", lambda: not objects_left(cluster))
 
 

@@ -94,12 +94,15 @@ def benchmark(ctx, objs, label):
             run.problem = sub.problem
             return run
         pods = {}
+        # every node seen: a failed launcher makes the Job controller delete the workers
+        seen_nodes = set(sub.nodes)
 
         def launcher_done():
             found = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
-            if found:
-                pods["launcher"] = found[0]
-                pods["all"] = found
+            seen_nodes.update(objects.node_of(p) for p in found if objects.node_of(p))
+            launchers = [p for p in found if objects.index_of(p) in (0, None)]
+            if launchers:
+                pods["launcher"] = launchers[0]
             job = ctx.kube.get("batch/v1", "Job", sub.name, sub.namespace)
             launcher = pods.get("launcher")
             if launcher is not None and objects.phase_of(launcher) in ("Succeeded", "Failed"):
@@ -108,7 +111,7 @@ def benchmark(ctx, objs, label):
 
         outcome = objects.until(ctx, launcher_done, timeout, watch=("v1", "Pod", sub.namespace))
         launcher = pods.get("launcher")
-        run.nodes = sorted(set(objects.node_of(p) for p in pods.get("all") or sub.pods if objects.node_of(p)))
+        run.nodes = sorted(seen_nodes)
         text = objects.log_of(ctx, launcher) if launcher is not None else ""
         if outcome is None:
             run.problem = "the launcher did not finish within %d s" % timeout
@@ -226,6 +229,8 @@ def locate(ctx, objs, nodes, is_bad, evidence):
     verdict = {}
 
     def pair_run(pair):
+        if frozenset(pair) in verdict:      # the odd node's first-round pair may come round again
+            return verdict[frozenset(pair)]
         run = benchmark(ctx, pair_objects(objs, pair, len(runs) + 1), "pair %s+%s" % pair)
         runs.append(run)
         evidence.append(run.describe())
@@ -261,7 +266,7 @@ def nccl_allreduce(ctx):
                "rows": _rows(parsed), "nodes": run.nodes, "ranks": len(parsed.get("ranks") or []),
                "wrong_total": parsed.get("wrong_total")}
     if run.problem:
-        return Result("nccl-allreduce", FAIL, "nccl-tests did not run: %s" % run.problem, evidence, figures)
+        return Result("nccl-allreduce", FAIL, "nccl-tests did not complete: %s" % run.problem, evidence, figures)
     evidence.append(run.describe())
     ctx.state["nccl"] = {"nodes": run.nodes, "avg_busbw_gbps": run.avg}
     nodes = run.nodes

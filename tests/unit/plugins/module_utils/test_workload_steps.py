@@ -586,7 +586,7 @@ def test_nccl_launcher_without_a_table_fails_with_what_mpirun_said():
     cluster = Cluster(programs={"wla-nccl": nccl_program(lambda nodes: (orte, "Failed"))})
     result = runner.run(cluster.context(expected_busbw_gbps=80.0), ["nccl-allreduce"])[0]
     assert result.status == runner.FAIL
-    assert result.summary.startswith("nccl-tests did not run: the launcher pod wla-nccl-0-")
+    assert result.summary.startswith("nccl-tests did not complete: the launcher pod wla-nccl-0-")
     assert result.summary.endswith("ended Failed without a result table: ssh: Could not resolve hostname "
                                    "wla-nccl-3.wla-nccl: Name or service not known | ORTE was unable to reliably "
                                    "start one or more daemons.")
@@ -610,3 +610,17 @@ def test_no_replacement_after_the_delete_fails_naming_what_was_seen():
     result = runner.STEPS["checkpoint-restore"](ctx)
     assert result.status == runner.FAIL
     assert result.summary == "no replacement pod resumed within 10 s of the delete: no new pod"
+
+
+def test_an_odd_node_count_pairs_the_last_node_with_the_first_and_runs_no_pair_twice():
+    slow = "gpu-h100-3"
+
+    def text(nodes):
+        return nccl_text(avg=17.7 if slow in nodes else None), "Succeeded"
+    cluster = Cluster(programs={"wla-nccl": nccl_program(text)})
+    body = manifests()
+    body["nccl"][1]["spec"]["parallelism"] = body["nccl"][1]["spec"]["completions"] = 3
+    result = runner.run(cluster.context(expected_busbw_gbps=80.0, manifests=body), ["nccl-allreduce"])[0]
+    assert result.summary.endswith("; slow node gpu-h100-3 (every pair with it is slow)")
+    assert [e.split(" on ")[0] for e in result.evidence if e.startswith("pair ")] == [
+        "pair gpu-h100-1+gpu-h100-2", "pair gpu-h100-3+gpu-h100-1"]
