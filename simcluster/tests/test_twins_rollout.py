@@ -237,3 +237,24 @@ def test_both_fenceposts_zero_is_refused_like_the_api_server():
         assert err.value.code == 422
         assert ("spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": "
                 "may not be 0 when `maxSurge` is 0") in err.value.message
+
+
+@pytest.mark.parametrize("strategy,message", [
+    ({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "5", "maxUnavailable": 1}},
+     'spec.strategy.rollingUpdate.maxSurge: Invalid value: "5": a valid percent string must be a numeric '
+     "string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"),
+    ({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": -1}},
+     "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: -1: must be greater than or equal to 0"),
+    ({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "110%"}},
+     'spec.strategy.rollingUpdate.maxUnavailable: Invalid value: "110%": must not be greater than 100%'),
+    ({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}},
+     "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"),
+    ({"type": "BlueGreen"},
+     'spec.strategy.type: Unsupported value: "BlueGreen": supported values: "Recreate", "RollingUpdate"'),
+])
+def test_strategy_validation_messages(strategy, message):
+    with TwinCluster("default.yaml", store="real") as c:
+        c.namespace("apps")
+        with pytest.raises(ApiError) as err:
+            c.store.create("deployments.apps", _with_strategy(deployment("web", "apps"), strategy))
+        assert message in err.value.message, err.value.message
