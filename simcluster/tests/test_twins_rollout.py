@@ -12,7 +12,7 @@ import pytest
 
 from simcluster.errors import ApiError
 from simcluster.twins import workloads as w
-from simcluster.twins.testkit import TwinCluster, deployment
+from simcluster.twins.testkit import FAST, TwinCluster, deployment
 
 
 # -- rolling_test.go ------------------------------------------------------------------------
@@ -258,3 +258,25 @@ def test_strategy_validation_messages(strategy, message):
         with pytest.raises(ApiError) as err:
             c.store.create("deployments.apps", _with_strategy(deployment("web", "apps"), strategy))
         assert message in err.value.message, err.value.message
+
+
+def test_eviction_honours_the_pdb_until_the_replacement_is_ready():
+    """A serving Deployment with a PodDisruptionBudget (minAvailable 2 of 3): one eviction
+    goes through, the next is refused (429) until the ReplicaSet's replacement pod is Ready."""
+    from simcluster.controllers import disruption
+    with TwinCluster("default.yaml", store="real", timings=dict(FAST, pod_start=0.3)) as c:
+        c.namespace("apps")
+        c.store.create("deployments.apps", deployment("web", "apps", replicas=3))
+        _rolled_out(c, "web", 3)
+        c.store.create("poddisruptionbudgets.policy", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+        first, second = sorted(p["metadata"]["name"] for p in c.pods("apps", "web-"))[:2]
+        disruption.evict(c.store, "apps", first, {})
+        with pytest.raises(ApiError) as err:
+            disruption.evict(c.store, "apps", second, {})
+        assert err.value.code == 429
+        c.wait(lambda: sum(w.pod_ready(p) for p in c.pods("apps", "web-")) == 3, what="replacement Ready")
+        disruption.evict(c.store, "apps", second, {})
+        assert c.store.get("pods", "apps", second) is None
