@@ -147,11 +147,12 @@ def percentile(sorted_values, p):
 def second(latency, rng, carry, concurrency, endpoints, rps_per_replica, failure, fail_seconds):
     """One simulated second: (requests, errors, latencies kept, carry of fractional requests)."""
     if failure is not None:
-        rate = concurrency / fail_seconds
+        rate = offered = concurrency / max(fail_seconds, 0.001)
     else:
-        offered = concurrency / (latency.mean_ms / 1000.0)
-        capacity = endpoints * rps_per_replica
-        rate = min(offered, capacity)
+        offered = concurrency / (max(latency.mean_ms, 0.001) / 1000.0)
+        rate = min(offered, endpoints * rps_per_replica)
+    if rate <= 0:
+        return 0, 0, [], carry
     total = carry + rate
     n = int(total)
     carry = total - n
