@@ -24,6 +24,7 @@ DEFAULT_TIMINGS = {
     "job_run": 0.1,           # run-to-completion pods: Running -> Succeeded
     "crash_backoff": 0.2,     # container error -> CrashLoopBackOff
     "mpi_launch_timeout": 0.5,  # nccl-tests launcher: how long mpirun waits for its workers
+    "load_tick": 0.05,        # load.py twin: wall seconds per simulated second of its run
 }
 FAULTS = {
     "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff

@@ -14,6 +14,7 @@ from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
 from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
 from .kueue import Kueue
+from .load import LoadTwin
 from .mig_manager import MigManager
 from .nccl_tests import NcclTests
 from .nodes import Nodes
@@ -57,7 +58,7 @@ def build(store, spec):
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
-                          NcclTests(ctx).pod_hook]
+                          NcclTests(ctx).pod_hook, LoadTwin(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
     # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
     ctx.operator.unwatched = {"namespaces"}
