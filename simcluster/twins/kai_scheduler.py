@@ -22,6 +22,7 @@ from ..errors import ApiError
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
+from .volumes import claims_problem
 from .util import clone, containers_requests, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
@@ -250,6 +251,12 @@ class KaiScheduler:
         if want > len(job.pending):
             return self._unschedulable(job, "Unschedulable", "Waiting for %d pods of the pod group, %d exist" % (
                 job.min_member, len(job.running) + len(job.pending)))
+        for p in need[:want]:
+            # the k8s VolumeBinding PreFilter KAI runs for every pod: a gang waits for all claims
+            claims = claims_problem(self.ctx, p)
+            if claims is not None:
+                return self._unschedulable(job, "Unschedulable", "pod %s/%s: %s" % (
+                    p["metadata"]["namespace"], p["metadata"]["name"], claims))
         req = {}
         for p in need[:want]:
             _add(req, pod_vector(p))
