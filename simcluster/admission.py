@@ -168,6 +168,8 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
                     limitranger.mutate_pod(obj, lrs)
     elif resource == "limitranges":
         core.default_limit_range(obj)
+    elif resource == "persistentvolumeclaims" and op == "CREATE":
+        _default_storage_class(store, obj)
     core.canonicalize_quantities(resource, obj)
 
     # Validation (422).
@@ -191,6 +193,18 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
     if op == "CREATE" and ns:
         _quota(st, store, resource, obj)
     return warnings
+
+
+def _default_storage_class(store, obj):
+    """DefaultStorageClass: a claim created without spec.storageClassName (nil, not "") gets the
+    default class; with several defaults the newest (then the first by name)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("storageClassName") is not None:
+        return
+    from simcluster.twins.volumes import STORAGE_CLASSES, default_class  # the one rule, shared with the twin
+    chosen = default_class(store.list(STORAGE_CLASSES))
+    if chosen is not None:
+        spec["storageClassName"] = chosen["metadata"]["name"]
 
 
 def _namespace_lifecycle(store, ns, resource, name):

@@ -1,0 +1,302 @@
+"""Storage twins (simcluster/twins/volumes.py): StorageClasses from the cluster file, the PV controller
+with an external provisioner, the DefaultStorageClass admission plugin, and the VolumeBinding
+PreFilter of the default, Kueue-admitted and KAI scheduling paths."""
+import os
+
+import pytest
+
+from simcluster.clusterfile import ClusterFileError, validate
+from simcluster.twins import volumes
+from simcluster.twins.testkit import TwinCluster, pod as make_pod
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLUSTER = os.path.join(HERE, "clusters", "workload-2x8.yaml")
+PVCS, PVS = "persistentvolumeclaims", "persistentvolumes"
+
+
+def claim(name, cls=None, size="10Gi", modes=("ReadWriteOnce",), ns="default", volume=None, unset=True):
+    spec = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if cls is not None or not unset:
+        spec["storageClassName"] = cls
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}
+
+
+def volume(name, size, cls="", modes=("ReadWriteOnce",), claim_ref=None):
+    spec = {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": cls,
+            "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/mnt/" + name}}
+    if claim_ref:
+        spec["claimRef"] = {"namespace": "default", "name": claim_ref}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def with_claim(name, claim_name):
+    p = make_pod(name)
+    p["metadata"]["annotations"] = {"simcluster.skaffon.io/behaviour": "run"}
+    p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    return p
+
+
+def phase(c, name, ns="default"):
+    return ((c.store.get(PVCS, ns, name) or {}).get("status") or {}).get("phase")
+
+
+def messages(c, reason, name):
+    return [e["message"] for e in c.events(reason, name)]
+
+
+@pytest.fixture
+def cluster():
+    with TwinCluster(CLUSTER) as c:
+        yield c
+        assert c.handle.errors == []
+
+
+@pytest.fixture
+def bare():
+    """No StorageClass at all (a cluster without a CSI driver)."""
+    with TwinCluster(CLUSTER, storage_classes=[]) as c:
+        yield c
+        assert c.handle.errors == []
+
+
+def test_cluster_file_storage_classes_are_created_with_the_default_annotation(cluster):
+    classes = {sc["metadata"]["name"]: sc for sc in cluster.store.list(volumes.STORAGE_CLASSES)}
+    assert sorted(classes) == ["local-nvme", "shared-rwx"]
+    assert classes["shared-rwx"]["metadata"]["annotations"] == {volumes.DEFAULT_ANNOTATION: "true"}
+    assert classes["shared-rwx"]["provisioner"] == "nfs.csi.k8s.io"
+    assert classes["local-nvme"]["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert classes["local-nvme"]["reclaimPolicy"] == "Retain"
+    assert "annotations" not in classes["local-nvme"]["metadata"]
+
+
+def test_claim_without_class_gets_the_default_provisioned_and_bound(cluster):
+    cluster.store.create(PVCS, claim("ckpt", modes=("ReadWriteMany",)))
+    cluster.wait(lambda: phase(cluster, "ckpt") == "Bound", what="the claim bound")
+    pvc = cluster.store.get(PVCS, "default", "ckpt")
+    assert pvc["spec"]["storageClassName"] == "shared-rwx"
+    pv = cluster.store.get(PVS, None, pvc["spec"]["volumeName"])
+    assert pv["metadata"]["name"] == "pvc-" + pvc["metadata"]["uid"]
+    assert pv["spec"]["claimRef"]["uid"] == pvc["metadata"]["uid"]
+    assert pv["spec"]["csi"]["driver"] == "nfs.csi.k8s.io" and pv["status"]["phase"] == "Bound"
+    assert pvc["status"] == {"phase": "Bound", "accessModes": ["ReadWriteMany"], "capacity": {"storage": "10Gi"}}
+    assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/storage-provisioner"] == "nfs.csi.k8s.io"
+    assert messages(cluster, "ProvisioningSucceeded", "ckpt") == ["Successfully provisioned volume %s"
+                                                                  % pv["metadata"]["name"]]
+
+
+def test_unknown_class_stays_pending_with_provisioning_failed(cluster):
+    # pv_controller.go provisionClaim: findProvisionablePlugin's error is the event, a Warning
+    cluster.store.create(PVCS, claim("data", "fast-ssd"))
+    cluster.wait(lambda: messages(cluster, "ProvisioningFailed", "data"), what="ProvisioningFailed")
+    cluster.settle()
+    assert phase(cluster, "data") == "Pending"
+    assert messages(cluster, "ProvisioningFailed", "data") == ['storageclass.storage.k8s.io "fast-ssd" not found']
+    assert cluster.events("ProvisioningFailed", "data")[0]["type"] == "Warning"
+    assert cluster.store.list(PVS) == []
+
+
+def test_no_class_and_no_default_stays_pending_with_failed_binding(bare):
+    # pv_controller_test.go / binder_test.go "no persistent volumes available ..." (class "")
+    bare.store.create(PVCS, claim("data"))
+    bare.wait(lambda: messages(bare, "FailedBinding", "data"), what="FailedBinding")
+    assert phase(bare, "data") == "Pending"
+    assert messages(bare, "FailedBinding", "data") == [volumes.NO_CLASS]
+    assert bare.store.get(PVCS, "default", "data")["spec"].get("storageClassName") is None
+
+
+def test_explicit_empty_class_opts_out_of_the_default(cluster):
+    cluster.store.create(PVCS, claim("static-only", "", unset=False))
+    cluster.wait(lambda: messages(cluster, "FailedBinding", "static-only"), what="FailedBinding")
+    assert cluster.store.get(PVCS, "default", "static-only")["spec"]["storageClassName"] == ""
+    assert phase(cluster, "static-only") == "Pending"
+
+
+def test_default_class_created_later_is_assigned_retroactively(bare):
+    bare.store.create(PVCS, claim("late"))
+    bare.wait(lambda: phase(bare, "late") == "Pending")
+    bare.store.create(volumes.STORAGE_CLASSES, volumes.storage_class_object(
+        {"name": "standard", "provisioner": "ebs.csi.aws.com", "default": True}))
+    bare.wait(lambda: phase(bare, "late") == "Bound", what="retroactive default class")
+    assert bare.store.get(PVCS, "default", "late")["spec"]["storageClassName"] == "standard"
+
+
+def test_static_volume_smallest_match_is_bound(bare):
+    # binder_test.go "1-2 - successful bind": an unbound claim binds an Available volume; index.go
+    # findBestMatchForClaim picks the smallest volume that is large enough
+    for name, size in (("pv-1g", "1Gi"), ("pv-20g", "20Gi"), ("pv-12g", "12Gi")):
+        bare.store.create(PVS, volume(name, size))
+    bare.store.create(PVCS, claim("data", "", size="10Gi", unset=False))
+    bare.wait(lambda: phase(bare, "data") == "Bound", what="static binding")
+    assert bare.store.get(PVCS, "default", "data")["spec"]["volumeName"] == "pv-12g"
+    assert bare.store.get(PVS, None, "pv-12g")["status"]["phase"] == "Bound"
+    bare.wait(lambda: (bare.store.get(PVS, None, "pv-20g").get("status") or {}).get("phase") == "Available")
+
+
+def test_volume_pre_bound_to_a_claim_binds_only_that_claim(bare):
+    # binder_test.go "1-4 - successful bind with prebound volume"
+    bare.store.create(PVS, volume("reserved", "10Gi", claim_ref="wanted"))
+    bare.store.create(PVCS, claim("other", "", unset=False))
+    bare.store.create(PVCS, claim("wanted", "", unset=False))
+    bare.wait(lambda: phase(bare, "wanted") == "Bound", what="pre-bound volume")
+    bare.settle()
+    assert phase(bare, "other") == "Pending"
+
+
+def test_claim_asking_for_a_named_volume_of_another_claim_waits(bare):
+    # binder_test.go "2-5": the claim names a volume bound to someone else -> FailedBinding, Pending
+    bare.store.create(PVS, volume("taken", "10Gi"))
+    bare.store.create(PVCS, claim("first", "", unset=False))
+    bare.wait(lambda: phase(bare, "first") == "Bound")
+    bare.store.create(PVCS, claim("second", "", unset=False, volume="taken"))
+    bare.wait(lambda: messages(bare, "FailedBinding", "second"))
+    assert messages(bare, "FailedBinding", "second") == ['volume "taken" already bound to a different claim.']
+    assert phase(bare, "second") == "Pending"
+
+
+def test_deleted_claim_releases_or_deletes_its_volume(cluster):
+    cluster.store.create(PVCS, claim("scratch"))
+    cluster.wait(lambda: phase(cluster, "scratch") == "Bound")
+    name = cluster.store.get(PVCS, "default", "scratch")["spec"]["volumeName"]
+    cluster.store.delete(PVCS, "default", "scratch")
+    cluster.wait(lambda: cluster.store.get(PVS, None, name) is None, what="reclaimPolicy Delete")
+
+
+# -- scheduling ------------------------------------------------------------------------------------
+
+def unschedulable(c, name):
+    p = c.pod("default", name)
+    cond = [x for x in (p.get("status") or {}).get("conditions") or [] if x["type"] == "PodScheduled"]
+    return cond and cond[0]["status"] == "False" and cond[0]["message"]
+
+
+def test_pod_with_a_missing_claim_is_unschedulable_then_runs_when_it_binds(cluster):
+    # volume_binding.go PreFilter -> UnschedulableAndUnresolvable with the lister's NotFound text;
+    # FitError.Error(): no per-node counts after a PreFilter rejection
+    cluster.store.create("pods", with_claim("trainer", "ckpt"))
+    msg = cluster.wait(lambda: unschedulable(cluster, "trainer"), what="FailedScheduling")
+    assert msg == ('0/3 nodes are available: persistentvolumeclaim "ckpt" not found. preemption: 0/3 nodes '
+                   'are available: 3 Preemption is not helpful for scheduling.')
+    assert [e["message"] for e in cluster.events("FailedScheduling", "trainer")] == [msg]
+    cluster.store.create(PVCS, claim("ckpt"))
+    cluster.wait(lambda: cluster.pod("default", "trainer")["spec"].get("nodeName"), what="scheduled after binding")
+
+
+def test_pod_with_an_unbound_immediate_claim_is_unschedulable(cluster):
+    cluster.store.create(PVCS, claim("data", "fast-ssd"))
+    cluster.store.create("pods", with_claim("trainer", "data"))
+    msg = cluster.wait(lambda: unschedulable(cluster, "trainer"), what="FailedScheduling")
+    assert msg == ("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 "
+                   "nodes are available: 3 Preemption is not helpful for scheduling.")
+
+
+def test_wait_for_first_consumer_binds_on_the_chosen_node(cluster):
+    # pv_controller.go emitEventForUnboundDelayBindingClaim; the scheduler's PreBind names the node
+    cluster.store.create(PVCS, claim("scratch", "local-nvme"))
+    cluster.wait(lambda: messages(cluster, "WaitForFirstConsumer", "scratch"))
+    assert messages(cluster, "WaitForFirstConsumer", "scratch") == [
+        "waiting for first consumer to be created before binding"]
+    assert phase(cluster, "scratch") == "Pending"
+    cluster.store.create("pods", with_claim("worker", "scratch"))
+    cluster.wait(lambda: phase(cluster, "scratch") == "Bound", what="bound after scheduling")
+    p = cluster.wait(lambda: (cluster.pod("default", "worker").get("status") or {}).get("phase") == "Running"
+                     and cluster.pod("default", "worker"))
+    pvc = cluster.store.get(PVCS, "default", "scratch")
+    assert pvc["metadata"]["annotations"][volumes.SELECTED_NODE] == p["spec"]["nodeName"]
+    pv = cluster.store.get(PVS, None, pvc["spec"]["volumeName"])
+    assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [
+        p["spec"]["nodeName"]]
+
+
+def test_claims_problem_texts():
+    class Ctx:
+        def __init__(self, objs):
+            self.objs = objs
+
+        def get_cached(self, resource, name, ns=None):
+            return self.objs.get((resource, ns, name))
+    lost = claim("gone")
+    lost["metadata"]["uid"] = "u1"
+    lost["spec"]["volumeName"] = "pv-x"
+    lost["status"] = {"phase": "Lost"}
+    dying = claim("dying")
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ctx = Ctx({(PVCS, "default", "gone"): lost, (PVCS, "default", "dying"): dying})
+    p = with_claim("p", "gone")
+    assert volumes.claims_problem(ctx, p) == 'persistentvolumeclaim "gone" bound to non-existent persistentvolume "pv-x"'
+    p = with_claim("p", "dying")
+    assert volumes.claims_problem(ctx, p) == 'persistentvolumeclaim "dying" is being deleted'
+    p = with_claim("p", "x")
+    p["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    assert volumes.claims_problem(ctx, p) == ('waiting for ephemeral volume controller to create the '
+                                              'persistentvolumeclaim "p-scratch"')
+    p["spec"]["volumes"] = [{"name": "tmp", "emptyDir": {}}]
+    assert volumes.claims_problem(ctx, p) is None
+
+
+def test_kai_gang_waits_for_its_claims():
+    from simcluster.tests.test_twins_kai import QUEUES, Kai, gang_pod, podgroup, queue
+    with Kai() as kai:
+        kai.install()
+        kai.wait(lambda: (kai.store.get("deployments.apps", "kai-scheduler", "kai-scheduler-default") or {})
+                 .get("status", {}).get("readyReplicas"), what="scheduler deployed by the operator")
+        kai.store.create(QUEUES, queue("research", 4))
+        kai.store.create(QUEUES, queue("team-a", 2, parent="research"))
+        kai.store.create("podgroups.scheduling.run.ai", podgroup("gang", "team-a", 2, "team-a"))
+        pods = [gang_pod("g-%d" % i, "team-a", "gang") for i in range(2)]
+        pods[1]["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]
+        for p in pods:
+            kai.store.create("pods", p)
+        msg = kai.wait(lambda: next((c["message"] for c in (kai.pod("team-a", "g-0").get("status") or {})
+                                     .get("conditions") or [] if c["type"] == "PodScheduled"), None))
+        assert msg == 'Unschedulable: pod team-a/g-1: persistentvolumeclaim "ckpt" not found'
+        assert kai.running("team-a") == []
+        pvc = claim("ckpt", "", ns="team-a", unset=False)
+        kai.store.create(PVS, volume("ckpt-pv", "10Gi"))
+        kai.store.create(PVCS, pvc)
+        kai.wait(lambda: kai.running("team-a") == ["g-0", "g-1"], what="the gang placed once the claim binds")
+        assert kai.handle.errors == []
+
+
+@pytest.mark.parametrize("data,field", [
+    ({"storage_classes": {"name": "x"}}, "storage_classes"),
+    ({"storage_classes": [{"name": "Bad_Name"}]}, "storage_classes[0].name"),
+    ({"storage_classes": [{"name": "a"}, {"name": "a"}]}, "storage_classes[1].name"),
+    ({"storage_classes": [{"name": "a", "default": "yes"}]}, "storage_classes[0].default"),
+    ({"storage_classes": [{"name": "a", "volume_binding_mode": "Lazy"}]}, "storage_classes[0].volume_binding_mode"),
+    ({"storage_classes": [{"name": "a", "reclaim_policy": "Recycle"}]}, "storage_classes[0].reclaim_policy"),
+    ({"storage_classes": [{"name": "a", "size": 1}]}, "storage_classes[0]"),
+    ({"workload": {"data_sources": {"ftp://x/y": {"bytes": 1}}}}, "workload.data_sources['ftp://x/y']"),
+    ({"workload": {"data_sources": {"https://x/y": {"bytes": -1}}}}, "workload.data_sources['https://x/y'].bytes"),
+    ({"workload": {"download_mbps": 0}}, "workload.download_mbps"),
+    ({"workload": {"training": {"samples_per_second_per_gpu": {"default": "fast"}}}},
+     "workload.training.samples_per_second_per_gpu.default"),
+    ({"workload": {"training": {"epochs": 3}}}, "workload.training"),
+    ({"workload": {"serving": {"latency_ms": {"p50": 90, "p90": 70, "p99": 120}}}}, "workload.serving.latency_ms"),
+    ({"workload": {"serving": {"rps_per_replica": True}}}, "workload.serving.rps_per_replica"),
+    ({"workload": {"cost": 1}}, "workload"),
+    ({"timings": {"train_step": -1}}, "timings.train_step"),
+])
+def test_cluster_file_rejects_bad_storage_and_workload(data, field):
+    with pytest.raises(ClusterFileError) as err:
+        validate(dict(data, nodes=["n1"]))
+    assert str(err.value).startswith(field + ":"), str(err.value)
+
+
+def test_cluster_file_workload_defaults_and_shorthands():
+    spec = validate({"nodes": ["n1"], "storage_classes": ["standard"],
+                     "workload": {"data_sources": {"https://d.example/a": 5},
+                                  "training": {"samples_per_second_per_gpu": 250}}})
+    assert spec["storage_classes"][0] == {"name": "standard", "provisioner": "simcluster.skaffon.io/hostpath",
+                                          "default": False, "volume_binding_mode": "Immediate",
+                                          "reclaim_policy": "Delete", "allow_volume_expansion": False,
+                                          "parameters": {}}
+    w = spec["workload"]
+    assert w["data_sources"] == {"https://d.example/a": {"bytes": 5}} and w["download_mbps"] == 500.0
+    assert w["training"]["samples_per_second_per_gpu"] == {"default": 250.0}
+    assert w["serving"] == {"latency_ms": {"p50": 40.0, "p90": 70.0, "p99": 120.0}, "rps_per_replica": 50.0}
+    assert spec["timings"]["train_step"] == 0.05
