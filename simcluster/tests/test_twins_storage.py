@@ -300,3 +300,23 @@ def test_cluster_file_workload_defaults_and_shorthands():
     assert w["training"]["samples_per_second_per_gpu"] == {"default": 250.0}
     assert w["serving"] == {"latency_ms": {"p50": 40.0, "p90": 70.0, "p99": 120.0}, "rps_per_replica": 50.0}
     assert spec["timings"]["train_step"] == 0.05
+
+
+def test_kueue_admitted_job_waits_in_the_scheduler_for_its_claim():
+    # Kueue admits by quota only; the default scheduler then applies VolumeBinding to its pods
+    from simcluster.tests.test_twins_kueue import KueueCluster, job as kueue_job
+    with KueueCluster() as kq:
+        body = kueue_job("train", "team-a", 1)
+        body["spec"]["template"]["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]
+        kq.store.create("jobs.batch", body)
+        msg = kq.wait(lambda: next((c["message"] for p in kq.pods("team-a")
+                                    for c in (p.get("status") or {}).get("conditions") or []
+                                    if c["type"] == "PodScheduled" and c["status"] == "False"), None),
+                      what="FailedScheduling of the admitted pod")
+        n = len(kq.store.list("nodes"))
+        assert msg == volumes.prefilter_message(n, 'persistentvolumeclaim "ckpt" not found')
+        assert kq.workload("team-a", "train")["status"]["admission"]["clusterQueue"] == "team-a"
+        kq.store.create(PVS, volume("ckpt-pv", "10Gi"))
+        kq.store.create(PVCS, claim("ckpt", "", ns="team-a", unset=False))
+        kq.wait(lambda: kq.running("team-a"), what="runs once the claim binds")
+        assert kq.handle.errors == []

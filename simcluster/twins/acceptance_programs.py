@@ -183,6 +183,7 @@ class AcceptancePrograms:
         self.ctx = ctx
         self.runs = {}           # pod uid -> the run of its program (decided when it starts)
         self.checkpoints = {}    # storage key -> {"step", "path", "bytes", "time"}
+        self.mounted = set()     # pod uids whose volumes are mounted
 
     # -- helpers ----------------------------------------------------------------------------
     @property
@@ -263,17 +264,21 @@ class AcceptancePrograms:
         container, inv = self._container(pod)
         if container is None:
             return None
-        problem = mount_problem(self.ctx, pod)
-        if problem is not None:
-            reason, message = problem
-            if message:
-                self.ctx.event_once(pod, reason, message, "Warning")
-            return {"kind": "creating", "retry": 0.2}
-        program, launcher, path, args = inv
         uid = pod["metadata"]["uid"]
+        if uid not in self.mounted:
+            # the volume manager mounts once, before the containers start
+            problem = mount_problem(self.ctx, pod)
+            if problem is not None:
+                reason, message = problem
+                if message:
+                    self.ctx.event_once(pod, reason, message, "Warning")
+                return {"kind": "creating", "retry": 0.2}
+            self.mounted.add(uid)
+        program, launcher, path, args = inv
         if uid not in self.runs and len(self.runs) > 512:
             live = {p["metadata"]["uid"] for p in self.ctx.list("pods")}
             self.runs = {k: v for k, v in self.runs.items() if k in live}
+            self.mounted &= live
         missing = self._script_missing(pod, path)
         if missing:
             return {"kind": "complete", "exit": 2 if "torchrun" not in " ".join(launcher) else 1,
