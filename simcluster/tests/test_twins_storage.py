@@ -320,3 +320,17 @@ def test_kueue_admitted_job_waits_in_the_scheduler_for_its_claim():
         kq.store.create(PVCS, claim("ckpt", "", ns="team-a", unset=False))
         kq.wait(lambda: kq.running("team-a"), what="runs once the claim binds")
         assert kq.handle.errors == []
+
+
+def test_real_store_defaults_the_class_at_create_and_binds_wait_for_first_consumer():
+    # DefaultStorageClass admission (plugin/pkg/admission/storage/storageclass/setdefault): the class is
+    # in the object the create returns, before any controller ran
+    with TwinCluster(CLUSTER, store="real") as c:
+        created = c.store.create(PVCS, claim("ckpt", modes=("ReadWriteMany",)))
+        assert created["spec"]["storageClassName"] == "shared-rwx"
+        c.store.create(PVCS, claim("scratch", "local-nvme"))
+        c.store.create("pods", with_claim("worker", "scratch"))
+        c.wait(lambda: phase(c, "ckpt") == "Bound" and phase(c, "scratch") == "Bound", what="both bound")
+        assert messages(c, "WaitForPodScheduled", "scratch") in ([], ["waiting for pod worker to be scheduled"])
+        c.wait(lambda: (c.pod("default", "worker").get("status") or {}).get("phase") == "Running")
+        assert c.handle.errors == []
