@@ -101,7 +101,7 @@ def test_unknown_class_stays_pending_with_provisioning_failed(cluster):
 
 
 def test_no_class_and_no_default_stays_pending_with_failed_binding(bare):
-    # pv_controller_test.go / binder_test.go "no persistent volumes available ..." (class "")
+    # binder_test.go TestSync "1-2 - noop": no matching volume, no class -> Normal FailedBinding
     bare.store.create(PVCS, claim("data"))
     bare.wait(lambda: messages(bare, "FailedBinding", "data"), what="FailedBinding")
     assert phase(bare, "data") == "Pending"
@@ -126,7 +126,7 @@ def test_default_class_created_later_is_assigned_retroactively(bare):
 
 
 def test_static_volume_smallest_match_is_bound(bare):
-    # binder_test.go "1-2 - successful bind": an unbound claim binds an Available volume; index.go
+    # kubernetes pkg/controller/volume/persistentvolume/binder_test.go TestSync "1-4 - smallest volume":
     # findBestMatchForClaim picks the smallest volume that is large enough
     for name, size in (("pv-1g", "1Gi"), ("pv-20g", "20Gi"), ("pv-12g", "12Gi")):
         bare.store.create(PVS, volume(name, size))
@@ -138,17 +138,23 @@ def test_static_volume_smallest_match_is_bound(bare):
 
 
 def test_volume_pre_bound_to_a_claim_binds_only_that_claim(bare):
-    # binder_test.go "1-4 - successful bind with prebound volume"
+    # binder_test.go TestSync "1-5 - prebound volume by name - success" (a smaller volume is free too)
     bare.store.create(PVS, volume("reserved", "10Gi", claim_ref="wanted"))
-    bare.store.create(PVCS, claim("other", "", unset=False))
+    bare.store.create(PVS, volume("small", "1Gi"))
+    bare.store.create(PVCS, claim("other", "", size="5Gi", unset=False))
     bare.store.create(PVCS, claim("wanted", "", unset=False))
     bare.wait(lambda: phase(bare, "wanted") == "Bound", what="pre-bound volume")
     bare.settle()
     assert phase(bare, "other") == "Pending"
+    pv = bare.store.get(PVS, None, "reserved")
+    assert bare.store.get(PVCS, "default", "wanted")["spec"]["volumeName"] == "reserved"
+    assert volumes.BOUND_BY_CONTROLLER not in (pv["metadata"].get("annotations") or {})   # its author bound it
+    assert bare.store.get(PVCS, "default", "wanted")["status"]["capacity"] == {"storage": "10Gi"}
 
 
 def test_claim_asking_for_a_named_volume_of_another_claim_waits(bare):
-    # binder_test.go "2-5": the claim names a volume bound to someone else -> FailedBinding, Pending
+    # binder_test.go TestSync "2-6 - claim prebound to already bound volume": Pending, with the
+    # FailedBinding warning pv_controller.go syncUnboundClaim records
     bare.store.create(PVS, volume("taken", "10Gi"))
     bare.store.create(PVCS, claim("first", "", unset=False))
     bare.wait(lambda: phase(bare, "first") == "Bound")
@@ -156,6 +162,53 @@ def test_claim_asking_for_a_named_volume_of_another_claim_waits(bare):
     bare.wait(lambda: messages(bare, "FailedBinding", "second"))
     assert messages(bare, "FailedBinding", "second") == ['volume "taken" already bound to a different claim.']
     assert phase(bare, "second") == "Pending"
+
+
+def test_claim_prebound_to_a_free_volume_binds_it(bare):
+    # binder_test.go TestSync "2-3 - claim prebound to unbound volume": bound, and the claim is not
+    # marked bound-by-controller (its author chose the volume); the volume is
+    bare.store.create(PVS, volume("chosen", "1Gi"))
+    bare.store.create(PVCS, claim("mine", "", size="1Gi", unset=False, volume="chosen"))
+    bare.wait(lambda: phase(bare, "mine") == "Bound")
+    ann = bare.store.get(PVCS, "default", "mine")["metadata"]["annotations"]
+    assert ann == {volumes.BIND_COMPLETED: "yes"}
+    assert bare.store.get(PVS, None, "chosen")["metadata"]["annotations"] == {volumes.BOUND_BY_CONTROLLER: "yes"}
+
+
+def test_claim_prebound_to_a_missing_volume_stays_pending(bare):
+    # binder_test.go TestSync "2-1 - claim prebound to non-existing volume - noop"
+    bare.store.create(PVCS, claim("waiting", "", unset=False, volume="not-yet"))
+    bare.wait(lambda: phase(bare, "waiting") == "Pending")
+    bare.settle()
+    assert bare.events(name="waiting") == []
+    bare.store.create(PVS, volume("not-yet", "10Gi"))
+    bare.wait(lambda: phase(bare, "waiting") == "Bound", what="bound once the volume exists")
+
+
+def test_volume_prebound_to_another_uid_is_not_taken(bare):
+    # binder_test.go TestSync "1-7 - prebound volume to different claim" (same name, other uid)
+    pv = volume("old", "10Gi", claim_ref="data")
+    pv["spec"]["claimRef"]["uid"] = "uid-of-an-earlier-claim"
+    bare.store.create(PVS, pv)
+    bare.store.create(PVCS, claim("data", "", size="1Gi", unset=False))
+    bare.wait(lambda: messages(bare, "FailedBinding", "data"))
+    assert phase(bare, "data") == "Pending"
+
+
+@pytest.mark.parametrize("volume_name,message", [
+    # binder_test.go TestSync "3-1 - bound claim with missing VolumeName" and "3-2 - bound claim with
+    # missing volume": Lost, with a ClaimLost warning
+    ("", "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!"),
+    ("volume3-2", "Bound claim has lost its PersistentVolume. Data on the volume is lost!"),
+])
+def test_bound_claim_without_its_volume_is_lost(bare, volume_name, message):
+    body = claim("claim3", "", unset=False, volume=volume_name or None)
+    body["metadata"]["annotations"] = {volumes.BIND_COMPLETED: "yes", volumes.BOUND_BY_CONTROLLER: "yes"}
+    body["status"] = {"phase": "Bound"}
+    bare.store.create(PVCS, body)
+    bare.wait(lambda: phase(bare, "claim3") == "Lost")
+    assert messages(bare, "ClaimLost", "claim3") == [message]
+    assert bare.events("ClaimLost", "claim3")[0]["type"] == "Warning"
 
 
 def test_deleted_claim_releases_or_deletes_its_volume(cluster):

@@ -274,10 +274,20 @@ class PersistentVolumes:
         ns, name = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
         spec = pvc.get("spec") or {}
         volume = spec.get("volumeName")
+        completed = (pvc["metadata"].get("annotations") or {}).get(BIND_COMPLETED)
+        if completed and not volume:
+            # syncBoundClaim: bound once, the reference is gone
+            if (pvc.get("status") or {}).get("phase") != "Lost":
+                self._status(pvc, "Lost")
+                self._event(pvc, "ClaimLost", "Bound claim has lost reference to PersistentVolume. Data on the "
+                            "volume is lost!", "Warning")
+            return
         if volume:
             pv = pvs.get(volume)
             if pv is None:
-                if (pvc.get("status") or {}).get("phase") == "Bound":
+                if completed:
+                    if (pvc.get("status") or {}).get("phase") == "Lost":
+                        return
                     self._status(pvc, "Lost")
                     self._event(pvc, "ClaimLost", "Bound claim has lost its PersistentVolume. Data on the "
                                 "volume is lost!", "Warning")
@@ -407,10 +417,12 @@ class PersistentVolumes:
         store = self.ctx.store
         ref = (pv.get("spec") or {}).get("claimRef") or {}
         if ref.get("uid") != pvc["metadata"]["uid"]:
-            pv = store.merge_patch(PVS, None, pv["metadata"]["name"], {
-                "metadata": {"annotations": {BOUND_BY_CONTROLLER: "yes"}},
-                "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": name,
-                                      "namespace": ns, "uid": pvc["metadata"]["uid"]}}})
+            patch = {"spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": name,
+                                           "namespace": ns, "uid": pvc["metadata"]["uid"]}}}
+            if not ref:
+                # the controller chose this volume (not its author): bindVolumeToClaim marks it
+                patch["metadata"] = {"annotations": {BOUND_BY_CONTROLLER: "yes"}}
+            pv = store.merge_patch(PVS, None, pv["metadata"]["name"], patch)
         if (pv.get("status") or {}).get("phase") != "Bound":
             write_status(store, PVS, pv, {"phase": "Bound"})
         ann = pvc["metadata"].get("annotations") or {}
