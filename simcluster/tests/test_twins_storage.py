@@ -265,13 +265,46 @@ def test_wait_for_first_consumer_binds_on_the_chosen_node(cluster):
         p["spec"]["nodeName"]]
 
 
-def test_claims_problem_texts():
-    class Ctx:
-        def __init__(self, objs):
-            self.objs = objs
+class Ctx:
+    """The informer lookups claims_problem uses."""
+    def __init__(self, objs):
+        self.objs = objs
 
-        def get_cached(self, resource, name, ns=None):
-            return self.objs.get((resource, ns, name))
+    def get_cached(self, resource, name, ns=None):
+        return self.objs.get((resource, ns, name))
+
+
+def sc_obj(name, mode):
+    return volumes.storage_class_object({"name": name, "provisioner": "p", "volume_binding_mode": mode})
+
+
+def bound(name, cls):
+    pvc = claim(name, cls, volume="pv-" + name)
+    pvc["status"] = {"phase": "Bound"}
+    return pvc
+
+
+@pytest.mark.parametrize("case,claims,pvcs,want", [
+    # kubernetes pkg/scheduler/framework/plugins/volumebinding/volume_binding_test.go TestVolumeBinding
+    ("all bound", ["pvc-a"], [bound("pvc-a", "wait-sc")], None),
+    ("PVC does not exist", ["pvc-a"], [], 'persistentvolumeclaim "pvc-a" not found'),
+    ("Part of PVCs do not exist", ["pvc-a", "pvc-b"], [bound("pvc-a", "wait-sc")],
+     'persistentvolumeclaim "pvc-b" not found'),
+    ("immediate claims not bound", ["pvc-a"], [claim("pvc-a", "immediate-sc")], volumes.UNBOUND_IMMEDIATE),
+    ("unbound claims no matches", ["pvc-a"], [claim("pvc-a", "wait-sc")], None),
+    ("unbound claim of a class that does not exist (IsDelayBindingMode: false)", ["pvc-a"],
+     [claim("pvc-a", "no-such-sc")], volumes.UNBOUND_IMMEDIATE),
+])
+def test_volume_binding_prefilter_cases(case, claims, pvcs, want):
+    objs = {(volumes.STORAGE_CLASSES, None, "wait-sc"): sc_obj("wait-sc", "WaitForFirstConsumer"),
+            (volumes.STORAGE_CLASSES, None, "immediate-sc"): sc_obj("immediate-sc", "Immediate")}
+    objs.update({(PVCS, "default", p["metadata"]["name"]): p for p in pvcs})
+    p = make_pod("pod-a")
+    p["spec"]["volumes"] = [{"name": "v%d" % i, "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    assert volumes.claims_problem(Ctx(objs), p) == want, case
+
+
+def test_claims_problem_texts():
     lost = claim("gone")
     lost["metadata"]["uid"] = "u1"
     lost["spec"]["volumeName"] = "pv-x"
