@@ -266,7 +266,8 @@ def _workload(value):
         "samples_per_second_per_gpu": out_rates,
         "checkpoint_bytes": _count_bytes(training.get("checkpoint_bytes", TRAINING_DEFAULTS["checkpoint_bytes"]),
                                          "workload.training.checkpoint_bytes"),
-        "checkpoint_write_mbps": _rate(training.get("checkpoint_write_mbps", TRAINING_DEFAULTS["checkpoint_write_mbps"]),
+        "checkpoint_write_mbps": _rate(training.get("checkpoint_write_mbps",
+                                                    TRAINING_DEFAULTS["checkpoint_write_mbps"]),
                                        "workload.training.checkpoint_write_mbps"),
         "restore_mbps": _rate(training.get("restore_mbps", TRAINING_DEFAULTS["restore_mbps"]),
                               "workload.training.restore_mbps")}

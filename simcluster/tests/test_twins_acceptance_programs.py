@@ -111,7 +111,8 @@ def test_command_recognition():
     program, launcher, path, args = ap.invocation(c)
     assert (program, path, args) == ("train", "/opt/skaffon/acceptance/train.py", ["--seconds", "60"])
     assert launcher[-4:-2] == ["exec", "torchrun"]
-    assert ap.invocation({"command": ["python3", "-u", "/opt/skaffon/acceptance/stage.py", "--dest", "/d"]})[0] == "stage"
+    stage = ["python3", "-u", "/opt/skaffon/acceptance/stage.py", "--dest", "/d"]
+    assert ap.invocation({"command": stage})[0] == "stage"
     assert ap.invocation({"command": ["python3", "/srv/train.py"]}) is None         # another program
     assert ap.invocation({"command": ["bash", "/opt/skaffon/acceptance/train.py"]}) is None
     assert ap.invocation({"command": ["python3", "train.py"], "workingDir": "/opt/skaffon/acceptance"})[2] == \

@@ -300,7 +300,8 @@ def test_volume_binding_prefilter_cases(case, claims, pvcs, want):
             (volumes.STORAGE_CLASSES, None, "immediate-sc"): sc_obj("immediate-sc", "Immediate")}
     objs.update({(PVCS, "default", p["metadata"]["name"]): p for p in pvcs})
     p = make_pod("pod-a")
-    p["spec"]["volumes"] = [{"name": "v%d" % i, "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    p["spec"]["volumes"] = [{"name": "v%d" % i, "persistentVolumeClaim": {"claimName": c}}
+                            for i, c in enumerate(claims)]
     assert volumes.claims_problem(Ctx(objs), p) == want, case
 
 
@@ -313,7 +314,8 @@ def test_claims_problem_texts():
     dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     ctx = Ctx({(PVCS, "default", "gone"): lost, (PVCS, "default", "dying"): dying})
     p = with_claim("p", "gone")
-    assert volumes.claims_problem(ctx, p) == 'persistentvolumeclaim "gone" bound to non-existent persistentvolume "pv-x"'
+    assert volumes.claims_problem(ctx, p) == ('persistentvolumeclaim "gone" bound to non-existent '
+                                              'persistentvolume "pv-x"')
     p = with_claim("p", "dying")
     assert volumes.claims_problem(ctx, p) == 'persistentvolumeclaim "dying" is being deleted'
     p = with_claim("p", "x")
