@@ -280,3 +280,26 @@ def test_window_runs_in_a_few_wall_seconds():
         assert out[-1]["event"] == "done" and out[-1]["step"] == 59     # two checkpoints of 0.54 s in the window
         assert 2.5 < wall < 3.0 * 4
         assert c.handle.errors == []
+
+
+def test_checkpoints_are_per_claim_and_directory():
+    # a second Job on the same claim but another subPath starts from 0; the same subPath resumes
+    with Cluster() as c:
+        c.scripts()
+        c.claim("data")
+        c.claim("ckpt")
+
+        def run(name, sub):
+            body = job(name, python(every=2, seconds=5))
+            mounts = body["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+            next(m for m in mounts if m["name"] == "ckpt")["subPath"] = sub
+            c.store.create("jobs.batch", body)
+            pod = c.wait(lambda: next((p for p in c.pods(NS, name + "-")
+                                       if p["status"].get("phase") == "Succeeded"), None), what=name)
+            return events(c.log(pod))
+        first = run("a", "run-1")
+        assert first[0]["event"] == "start"
+        assert run("b", "run-2")[0]["event"] == "start"
+        again = run("c", "run-1")
+        assert again[0]["event"] == "resume" and again[0]["step"] == first[-2]["step"]
+        assert c.handle.errors == []

@@ -251,12 +251,16 @@ class AcceptancePrograms:
     def _storage_key(self, pod, container, path):
         vol, mount = mounted_volume(pod, container, path)
         ns = pod["metadata"]["namespace"]
+        if vol is not None:
+            # the directory inside the volume: its subPath and the rest of the path below the mount
+            where = ((mount.get("subPath") or "").strip("/"),
+                     path[len((mount.get("mountPath") or "").rstrip("/")):].strip("/"))
         if vol is not None and vol.get("persistentVolumeClaim"):
             name = vol["persistentVolumeClaim"].get("claimName")
             pvc = self.ctx.get_cached(PVCS, name, ns) or {"metadata": {}}
-            return ("pvc", ns, name, pvc["metadata"].get("uid")), mount
+            return ("pvc", ns, name, pvc["metadata"].get("uid")) + where, mount
         if vol is not None and vol.get("hostPath"):
-            return ("host", pod["spec"].get("nodeName"), vol["hostPath"].get("path")), mount
+            return ("host", pod["spec"].get("nodeName"), vol["hostPath"].get("path")) + where, mount
         return ("pod", pod["metadata"]["uid"]), mount
 
     # -- the hook -----------------------------------------------------------------------------
