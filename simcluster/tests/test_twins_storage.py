@@ -422,3 +422,31 @@ def test_real_store_defaults_the_class_at_create_and_binds_wait_for_first_consum
         assert messages(c, "WaitForPodScheduled", "scratch") in ([], ["waiting for pod worker to be scheduled"])
         c.wait(lambda: (c.pod("default", "worker").get("status") or {}).get("phase") == "Running")
         assert c.handle.errors == []
+
+
+def test_kubectl_get_columns_for_claims_volumes_and_classes():
+    # pkg/printers/internalversion printers.go: printPersistentVolumeClaim, printPersistentVolume,
+    # printStorageClass (1.35 columns; the default class's name gets " (default)")
+    from simcluster import tables
+    with TwinCluster(CLUSTER, store="real") as c:
+        c.store.create(PVCS, claim("ckpt", modes=("ReadWriteMany", "ReadWriteOnce")))
+        c.store.create(PVCS, claim("bad", "fast-ssd"))
+        c.wait(lambda: phase(c, "ckpt") == "Bound")
+        cols, row = tables.PRINTERS[PVCS]
+        assert [x["name"] for x in cols] == ["Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass",
+                                             "VolumeAttributesClass", "Age", "VolumeMode"]
+        pvc = c.store.get(PVCS, "default", "ckpt")
+        assert row(pvc)[:7] == ["ckpt", "Bound", pvc["spec"]["volumeName"], "10Gi", "RWO,RWX", "shared-rwx",
+                                "<unset>"]
+        assert row(pvc)[-1] == "Filesystem"
+        assert row(c.store.get(PVCS, "default", "bad"))[1:7] == ["Pending", "", "", "", "fast-ssd", "<unset>"]
+        cols, row = tables.PRINTERS[PVS]
+        assert [x["name"] for x in cols][:10] == ["Name", "Capacity", "Access Modes", "Reclaim Policy", "Status",
+                                                  "Claim", "StorageClass", "VolumeAttributesClass", "Reason", "Age"]
+        pv = c.store.get(PVS, None, pvc["spec"]["volumeName"])
+        assert row(pv)[1:9] == ["10Gi", "RWO,RWX", "Delete", "Bound", "default/ckpt", "shared-rwx", "<unset>", ""]
+        cols, row = tables.PRINTERS[volumes.STORAGE_CLASSES]
+        rows = sorted(row(sc)[:5] for sc in c.store.list(volumes.STORAGE_CLASSES))
+        assert rows == [["local-nvme", "rancher.io/local-path", "Retain", "WaitForFirstConsumer", False],
+                        ["shared-rwx (default)", "nfs.csi.k8s.io", "Delete", "Immediate", False]]
+        assert c.handle.errors == []
