@@ -303,3 +303,20 @@ def test_checkpoints_are_per_claim_and_directory():
         again = run("c", "run-1")
         assert again[0]["event"] == "resume" and again[0]["step"] == first[-2]["step"]
         assert c.handle.errors == []
+
+
+def test_max_restarts_resumes_in_the_same_pod_after_a_worker_is_replaced(cluster):
+    cmd = torchrun(every=5, seconds=40)
+    cmd.insert(1, "--max-restarts=3")
+    cluster.store.create("jobs.batch", job("elastic", cmd, pods=2, backoff=0))
+    rank0 = cluster.wait(lambda: (cluster.running("elastic") or [None])[0], what="rank 0 running")
+    cluster.wait(lambda: any(e["event"] == "checkpoint" and e["step"] == 10 for e in events(cluster.log(rank0))),
+                 what="checkpoint 10")
+    worker = cluster.wait(lambda: (cluster.running("elastic", 1) or [None])[0])
+    cluster.store.delete("pods", NS, worker["metadata"]["name"])
+    done = cluster.finished("elastic")
+    assert done["metadata"]["uid"] == rank0["metadata"]["uid"] and done["status"]["phase"] == "Succeeded"
+    out = events(cluster.log(done))
+    starts = [e for e in out if e["event"] in ("start", "resume")]
+    assert [e["event"] for e in starts] == ["start", "resume"] and starts[1]["step"] >= 10
+    assert out[-1]["event"] == "done"

@@ -28,7 +28,8 @@ seconds) plus the simulated seconds since then.
   (checkpoint_bytes / checkpoint_write_mbps seconds) and `done` when W simulated seconds
   (restore included) are over (exit 0). The other pods print nothing and complete when rank 0
   succeeds. A member pod replaced during the run fails rank 0 with NCCL's remote error (exit 1),
-  as torchrun without --max-restarts does.
+  as torchrun without --max-restarts does; with --max-restarts N rank 0 waits for the replacement
+  and starts over from the last checkpoint in the same pod (its log goes on with `resume`).
 - Checkpoints are kept per volume mounted at C: per (namespace, claim name, claim uid) for a
   PersistentVolumeClaim (a new pod on the same claim resumes: `resume` from its last checkpoint,
   restore_mbps), per (node, path) for hostPath, per pod for emptyDir or no volume (a replacement
@@ -392,10 +393,28 @@ class AcceptancePrograms:
             if waiting:
                 return {"kind": "run", "ready": True, "retry": 0.05, "logs": {name: ""}}
             run = self._start(pod, container, launcher, args, env, members, size)
+            restarts = launcher_option(launcher, env, "max-restarts")
+            run["restarts"] = int(restarts) if restarts and restarts.isdigit() else 0
             self.runs[uid] = run
         if run.get("outcome") is not None:
             return run["outcome"]
+        if run.get("rejoin"):
+            return self._rejoin(pod, container, launcher, args, env, run, name)
         return self._progress(pod, run, name)
+
+    def _rejoin(self, pod, container, launcher, args, env, run, name):
+        """torchrun --max-restarts: the agent restarts the worker group once every index is back
+        (a new rendezvous); the new processes load the last checkpoint, in the same pod and log."""
+        members, size = self._members(pod)
+        text = "\n".join(run["lines"]) + "\n"
+        if any(((members.get(i) or {}).get("status") or {}).get("phase") != "Running"
+               for i in range(size) if i != 0):
+            return {"kind": "run", "ready": True, "retry": 0.05, "logs": {name: text}}
+        fresh = self._start(pod, container, launcher, args, env, members, size)
+        fresh["lines"] = run["lines"] + fresh["lines"]
+        fresh["restarts"] = run["restarts"] - 1
+        self.runs[pod["metadata"]["uid"]] = fresh
+        return self._progress(pod, fresh, name)
 
     def _worker(self, rank0, name):
         phase = ((rank0 or {}).get("status") or {}).get("phase")
@@ -476,6 +495,9 @@ class AcceptancePrograms:
             run["outcome"] = {"kind": "complete", "exit": 0, "logs": {name: text}}
             return run["outcome"]
         if lost is not None:
+            if run.get("restarts", 0) > 0:
+                run["rejoin"] = True
+                return {"kind": "run", "ready": True, "retry": 0.05, "logs": {name: text}}
             return self._fail(run, name, [l % lost if "%s" in l else l for l in REMOTE_ERROR])
         return {"kind": "run", "ready": True, "retry": max(0.01, self.scale), "logs": {name: text}}
 
