@@ -105,6 +105,17 @@ def cluster():
         assert c.handle.errors == []
 
 
+@pytest.fixture(params=["fake", "real"])
+def any_store(request):
+    """The in-memory fake, and the API server's store (admission, DefaultStorageClass, deletion)."""
+    with Cluster(store=request.param) as c:
+        c.scripts()
+        c.claim("data")
+        c.claim("ckpt")
+        yield c
+        assert c.handle.errors == []
+
+
 def test_command_recognition():
     c = {"command": ["/bin/sh", "-c", "cd /work && exec torchrun --nnodes=2 --nproc-per-node=8 "
                      "/opt/skaffon/acceptance/train.py --seconds 60"]}
@@ -122,7 +133,8 @@ def test_command_recognition():
                                                           "source": ["a=u", "b=v"]}
 
 
-def test_two_node_training_window_then_resume_on_the_claim_after_the_pod_is_deleted(cluster):
+def test_two_node_training_window_then_resume_on_the_claim_after_the_pod_is_deleted(any_store):
+    cluster = any_store
     cluster.store.create("jobs.batch", job("trainer", torchrun(every=5, seconds=30), pods=2))
     first = cluster.wait(lambda: (cluster.running("trainer") or [None])[0], what="rank 0 running")
     # the log grows while the pod runs
