@@ -450,3 +450,27 @@ def test_kubectl_get_columns_for_claims_volumes_and_classes():
         assert rows == [["local-nvme", "rancher.io/local-path", "Retain", "WaitForFirstConsumer", False],
                         ["shared-rwx (default)", "nfs.csi.k8s.io", "Delete", "Immediate", False]]
         assert c.handle.errors == []
+
+
+def test_node_local_volume_keeps_its_pods_on_its_node(cluster):
+    # volume_binding_test.go / binder.go checkBoundClaims: a bound PV whose nodeAffinity excludes the
+    # node -> "node(s) had volume node affinity conflict" (UnschedulableAndUnresolvable)
+    cluster.store.create(PVCS, claim("scratch", "local-nvme"))
+    cluster.store.create("pods", with_claim("first", "scratch"))
+    first = cluster.wait(lambda: (cluster.pod("default", "first").get("status") or {}).get("phase") == "Running"
+                         and cluster.pod("default", "first"))
+    home = first["spec"]["nodeName"]
+    for i in range(3):
+        cluster.store.create("pods", with_claim("next-%d" % i, "scratch"))
+    nodes = cluster.wait(lambda: [cluster.pod("default", "next-%d" % i)["spec"].get("nodeName") for i in range(3)]
+                         if all(cluster.pod("default", "next-%d" % i)["spec"].get("nodeName") for i in range(3))
+                         else None, what="all scheduled")
+    assert set(nodes) == {home}
+    other = next(n for n in ("gpu-1", "gpu-2", "cpu-1") if n != home)
+    body = with_claim("elsewhere", "scratch")
+    body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": other}
+    cluster.store.create("pods", body)
+    msg = cluster.wait(lambda: unschedulable(cluster, "elsewhere"), what="FailedScheduling")
+    assert msg == ("0/3 nodes are available: 1 node(s) had volume node affinity conflict, 2 node(s) didn't match "
+                   "Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful "
+                   "for scheduling.")

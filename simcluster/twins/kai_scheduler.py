@@ -22,7 +22,7 @@ from ..errors import ApiError
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
-from .volumes import claims_problem
+from .volumes import VOLUME_NODE_CONFLICT, claims_problem, volume_node_conflict
 from .util import clone, containers_requests, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
@@ -318,7 +318,7 @@ class KaiScheduler:
 
     # -- nodes -----------------------------------------------------------------------------------
     @staticmethod
-    def _fits(pod, node, used):
+    def _fits(pod, node, used, ctx=None):
         spec = pod["spec"]
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(
                 spec.get("tolerations"), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
@@ -330,6 +330,8 @@ class KaiScheduler:
         short = insufficient(spec, node, used)
         if short:
             return "node(s) didn't have enough resources: %s" % ("GPUs" if short[0] == GPU else short[0])
+        if ctx is not None and volume_node_conflict(ctx, pod, node):
+            return VOLUME_NODE_CONFLICT
         return None
 
     def _place(self, pods, want, nodes, used):
@@ -341,7 +343,7 @@ class KaiScheduler:
                 break
             order = sorted(nodes, key=lambda n: -trial.get(n["metadata"]["name"], {}).get(GPU, 0.0))
             for node in order:
-                if self._fits(pod, node, trial) is None:
+                if self._fits(pod, node, trial, self.ctx) is None:
                     acc = trial.setdefault(node["metadata"]["name"], {"pods": 0})
                     _add(acc, containers_requests(pod["spec"]))
                     acc["pods"] = acc.get("pods", 0) + 1
@@ -352,7 +354,7 @@ class KaiScheduler:
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
         for node in nodes:
-            why = self._fits(pod, node, used) or "node(s) could not fit all pods of the gang"
+            why = self._fits(pod, node, used, self.ctx) or "node(s) could not fit all pods of the gang"
             counts[why] = counts.get(why, 0) + 1
         detail = ", ".join("%d %s" % (n, r) for r, n in sorted(counts.items()))
         return "Resources were not found for %d pod(s) of the workload: 0/%d nodes are available: %s." % (

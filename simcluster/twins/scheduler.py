@@ -14,7 +14,7 @@ pod unschedulable on every node, with no preemption.
 from ..errors import ApiError
 from .matching import matches_node_selector, untolerated_taint, tolerates
 from .util import clone, containers_requests, parse_quantity, pod_active, set_condition, write_status
-from .volumes import claims_problem, prefilter_message, select_node
+from .volumes import VOLUME_NODE_CONFLICT, claims_problem, prefilter_message, select_node, volume_node_conflict
 
 DEFAULT_SCHEDULERS = ("", None, "default-scheduler")
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -92,7 +92,11 @@ class Scheduler:
         if have.get("pods", 0) + 1 > parse_quantity(alloc.get("pods", "110")):
             reasons.append("Too many pods")
         reasons.extend("Insufficient %s" % res for res in sorted(insufficient(spec, node, used)))
-        return (reasons, True) if reasons else None
+        if reasons:
+            return reasons, True
+        if volume_node_conflict(self.ctx, pod, node):
+            return [VOLUME_NODE_CONFLICT], False
+        return None
 
     def _schedule(self, pod, nodes, used):
         problem = claims_problem(self.ctx, pod)

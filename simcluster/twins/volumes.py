@@ -154,6 +154,26 @@ def claims_problem(ctx, pod):
     return UNBOUND_IMMEDIATE if unbound_immediate else None
 
 
+VOLUME_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+
+
+def volume_node_conflict(ctx, pod, node):
+    """VolumeBinding Filter for bound claims: True when a bound PV's nodeAffinity excludes the node
+    (a node-local volume keeps its pods on its node)."""
+    from .matching import node_selector_term_matches   # local: matching is a leaf module
+    ns = pod["metadata"]["namespace"]
+    for _vol, name, _eph in pod_claims(pod):
+        pvc = ctx.get_cached(PVCS, name, ns)
+        if pvc is None or not claim_bound(pvc):
+            continue
+        pv = ctx.get_cached(PVS, pvc["spec"]["volumeName"])
+        terms = ((((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}) \
+            .get("nodeSelectorTerms")
+        if terms and not any(node_selector_term_matches(t, node) for t in terms):
+            return True
+    return False
+
+
 def prefilter_message(total, reason):
     """FitError.Error() for a PreFilter rejection (UnschedulableAndUnresolvable): no per-node counts,
     and preemption cannot help on any node."""
@@ -436,4 +456,4 @@ class PersistentVolumes:
 
 
 __all__ = ["PersistentVolumes", "claims_problem", "mount_problem", "mounted_volume", "prefilter_message",
-           "register", "select_node"]
+           "register", "select_node", "volume_node_conflict"]
