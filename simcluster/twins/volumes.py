@@ -275,10 +275,13 @@ class PersistentVolumes:
                 write_status(self.ctx.store, PVS, pv, {"phase": "Available"})
             return
         claim = live.get((ref.get("namespace"), ref.get("name")))
-        if claim is not None and (not ref.get("uid") or claim["metadata"]["uid"] == ref.get("uid")):
+        if claim is not None and claim["metadata"]["uid"] == ref.get("uid"):
             return
         if not ref.get("uid"):
-            return                          # pre-bound by its author, the claim will come
+            # pre-bound by its author, waiting for that claim: Available (syncVolume)
+            if phase != "Available":
+                write_status(self.ctx.store, PVS, pv, {"phase": "Available"})
+            return
         # the claim is gone: the reclaim policy decides
         if (pv.get("spec") or {}).get("persistentVolumeReclaimPolicy", "Retain") == "Delete":
             try:
