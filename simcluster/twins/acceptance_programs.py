@@ -185,6 +185,7 @@ class AcceptancePrograms:
         self.runs = {}           # pod uid -> the run of its program (decided when it starts)
         self.checkpoints = {}    # storage key -> {"step", "path", "bytes", "time"}
         self.mounted = set()     # pod uids whose volumes are mounted
+        self.loaded = set()      # pod uids whose python3 found the script
 
     # -- helpers ----------------------------------------------------------------------------
     @property
@@ -284,10 +285,14 @@ class AcceptancePrograms:
             live = {p["metadata"]["uid"] for p in self.ctx.list("pods")}
             self.runs = {k: v for k, v in self.runs.items() if k in live}
             self.mounted &= live
-        missing = self._script_missing(pod, path)
-        if missing:
-            return {"kind": "complete", "exit": 2 if "torchrun" not in " ".join(launcher) else 1,
-                    "logs": {container["name"]: missing + "\n"}}
+            self.loaded &= live
+        if uid not in self.loaded:
+            # python3 reads the script once at start; a ConfigMap changed later does not matter
+            missing = self._script_missing(pod, path)
+            if missing:
+                return {"kind": "complete", "exit": 2 if "torchrun" not in " ".join(launcher) else 1,
+                        "logs": {container["name"]: missing + "\n"}}
+            self.loaded.add(uid)
         if program == "stage":
             return self._stage(pod, container, args)
         return self._train(pod, container, launcher, args)
