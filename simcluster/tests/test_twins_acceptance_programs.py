@@ -189,10 +189,10 @@ def test_no_checkpoint_volume_at_all_restarts_from_zero(cluster):
     pod = cluster.wait(lambda: next((p for p in cluster.pods(NS, "rootfs-")
                                      if p["status"].get("phase") == "Succeeded"), None), what="done")
     out = events(cluster.log(pod))
-    assert out[0]["event"] == "start" and out[-1]["event"] == "done"
+    assert out and out[0]["event"] == "start" and out[-1]["event"] == "done", (out, pod["status"])
     # 6 simulated seconds: steps 1-5 and two checkpoints of 0.54 s
-    assert [e["step"] for e in out if e["event"] == "checkpoint"] == [2, 4] and out[-1]["step"] == 5
-    assert out[-1]["samples_total"] == sum(e["samples"] for e in out if e["event"] == "step")
+    assert [e["step"] for e in out if e["event"] == "checkpoint"] == [2, 4] and out[-1]["step"] == 5, out
+    assert out[-1]["samples_total"] == sum(e["samples"] for e in out if e["event"] == "step"), out
 
 
 def test_no_gpu_visible_fails_like_torch(cluster):
