@@ -226,7 +226,9 @@ def test_training_steps_from_queue_to_restore(cluster, tmp_path):
     assert 6400 * 20 / 20.54 - 1 <= window["throughput_samples_per_s"] <= 6400
     assert window["gpus"] == 16 and window["steps"] >= 58 and window["seconds"] <= 60
     restore = by_id["checkpoint-restore"]["figures"]
-    assert restore["checkpoint_step"] % 20 == 0 and restore["resumed_step"] == restore["checkpoint_step"]
+    # the newest checkpoint when the pod went: the one seen, or one written between the read and the delete
+    assert restore["checkpoint_step"] % 20 == 0 and restore["resumed_step"] % 20 == 0
+    assert restore["checkpoint_step"] <= restore["resumed_step"] <= restore["checkpoint_step"] + 40
     assert restore["checkpoint_seconds"] == pytest.approx(1073741824 / 2000e6, abs=0.01)
     assert restore["restore_seconds"] == pytest.approx(1073741824 / 4000e6, abs=0.01)
     assert 0 < restore["recovery_seconds"] < 30

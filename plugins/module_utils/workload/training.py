@@ -252,9 +252,13 @@ def checkpoint_restore(ctx):
     figures["restore_seconds"] = round(lines.number(begin, "seconds"), 2)
     figures["recovery_seconds"] = round(first_step["time"] - deleted_at, 2)
     evidence.append("first step after the restore: step %s at %.3f" % (first_step.get("step"), first_step["time"]))
-    if ckpt.get("step") is not None and figures["resumed_step"] < int(lines.number(ckpt, "step")):
-        evidence.append("resumed from step %d, before the checkpoint of step %s seen before the delete" % (
-            figures["resumed_step"], ckpt.get("step")))
+    seen_step = int(lines.number(ckpt, "step"))
+    if figures["resumed_step"] < seen_step:
+        evidence.append("resumed from step %d, before the checkpoint of step %d seen before the delete" % (
+            figures["resumed_step"], seen_step))
+    elif figures["resumed_step"] > seen_step:
+        evidence.append("resumed from a newer checkpoint than the one of step %d seen: written between the read "
+                        "and the delete" % seen_step)
     tr["recovery_seconds"] = figures["recovery_seconds"]
     return Result("checkpoint-restore", PASS, "resumed from step %d; recovery %.1f s from the delete to the first "
                   "step (checkpoint write %.1f s, load %.1f s)" % (
