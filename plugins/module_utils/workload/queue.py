@@ -224,7 +224,7 @@ def queued_job(ctx):
     job_body = objects.pick(objs, "Job", "training")
     objects.remove(ctx, job_body, int(ctx.params.get("pod_timeout") or 300))
     sub.evidence.append("Job %s removed again (its GPUs are needed by the next steps)" % sub.name)
-    summary = "admitted by %s after %.1f s (%s%s); %d pods on %s" % (
+    summary = "admitted by %s after %.1f s (%s%s); %d pod%s on %s" % (
         describe_queue(ctx, sub.job), sub.wait_seconds, sub.reason, (": " + sub.message) if sub.message else "",
-        len(sub.pods), ", ".join(sub.nodes) or "no node")
+        len(sub.pods), "" if len(sub.pods) == 1 else "s", ", ".join(sub.nodes) or "no node")
     return Result("queued-job", PASS, summary, sub.evidence, figures)
