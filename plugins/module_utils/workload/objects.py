@@ -224,9 +224,11 @@ def events_of(ctx, namespace, kind, name):
 
 
 def log_of(ctx, pod):
-    """The pod's log ('' while its container has not started: the API answers 400 then)."""
+    """The log of the pod's first container, the program's in the templates (a sidecar next to it would
+    make an unnamed read fail); '' while the container has not started (the API answers 400 then)."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
     try:
-        return ctx.kube.log(name_of(pod), meta(pod).get("namespace")) or ""
+        return ctx.kube.log(name_of(pod), meta(pod).get("namespace"), container=containers[0].get("name")) or ""
     except ApiError as err:
         if err.status in (400, 404):
             return ""
