@@ -624,3 +624,27 @@ def test_an_odd_node_count_pairs_the_last_node_with_the_first_and_runs_no_pair_t
     assert result.summary.endswith("; slow node gpu-h100-3 (every pair with it is slow)")
     assert [e.split(" on ")[0] for e in result.evidence if e.startswith("pair ")] == [
         "pair gpu-h100-1+gpu-h100-2", "pair gpu-h100-3+gpu-h100-1"]
+
+
+def test_a_teams_own_object_of_the_same_name_is_never_replaced():
+    cluster = Cluster()
+    theirs = job("wla-train", ["python3", "their-train.py"])
+    theirs["metadata"]["namespace"] = NS
+    cluster.kube.put(theirs)
+    result = runner.run(cluster.context(), ["queued-job"])[0]
+    assert result.status == runner.FAIL
+    assert result.summary == ("Job team-a/wla-train exists and is not an acceptance object (no label "
+                              "skaffon.io/acceptance-run): rename the acceptance's objects or remove it")
+    assert cluster.kube.get("batch/v1", "Job", "wla-train", NS)["spec"]["template"]["spec"]["containers"][0][
+        "command"] == ["python3", "their-train.py"]
+
+
+def test_a_leftover_of_an_earlier_run_is_replaced():
+    cluster = Cluster(programs={"wla-train": train_program()})
+    old = job("wla-train", ["python3", "old.py"], labels={runner.RUN_LABEL: "wla-20261201-000000"})
+    old["metadata"]["namespace"] = NS
+    cluster.kube.put(old)
+    result = runner.run(cluster.context(), ["queued-job"])[0]
+    assert result.status == runner.PASS, result.summary
+    jobs = [(c.verb, c.name) for c in cluster.kube.writes() if c.kind == "Job"]
+    assert jobs[:3] == [("CREATE", "wla-train"), ("DELETE", "wla-train"), ("CREATE", "wla-train")]
