@@ -648,3 +648,10 @@ def test_a_leftover_of_an_earlier_run_is_replaced():
     assert result.status == runner.PASS, result.summary
     jobs = [(c.verb, c.name) for c in cluster.kube.writes() if c.kind == "Job"]
     assert jobs[:3] == [("CREATE", "wla-train"), ("DELETE", "wla-train"), ("CREATE", "wla-train")]
+
+
+def test_a_run_without_checking_says_wrong_results_cannot_show():
+    text = nccl_text("all_reduce__check-0__wrong-n-a__kubectl-logs.txt")
+    cluster = Cluster(programs={"wla-nccl": nccl_program(lambda nodes: (text, "Succeeded"))})
+    result = runner.run(cluster.context(), ["nccl-allreduce"])[0]
+    assert "nccl-tests checked no result (-c 0): wrong results cannot show in this run" in result.evidence
