@@ -27,7 +27,7 @@ description:
   - A failing step does not fail the module; its result names the cause. A step whose input step failed is
     SKIP. The role writes the report first and fails afterwards.
   - Every object the run created is removed at the end, also when a step failed.
-  - A low all-reduce result is located with runs pinned to two nodes each - disjoint pairs first, then every
+  - A low all-reduce result is located with runs pinned to two nodes each - disjoint pairs first (at the same time), then every
     node of a bad pair with a node of a good pair; a node whose pairs are all bad is named.
 notes:
   - C(queued-job) removes the training Job again once its pods are bound (the benchmark gang needs the same

@@ -11,12 +11,15 @@ nccl-tests prints one figure for the whole ring: a degraded node, or a broken li
 nodes, lowers the ring and nothing says where. On a low (or wrong) result the step finds the
 place as people do by hand, with runs pinned to two nodes each (required node affinity on
 kubernetes.io/hostname), a pair running at the speed of its slower end:
-1. disjoint pairs over all nodes (an odd node out is paired with the first node);
-2. every node of a bad pair is run again with a node of a good pair;
+1. disjoint pairs over all nodes, at the same time (an odd node out is paired with the first
+   node afterwards);
+2. every node of a bad pair is run again with a node of a good pair (at the same time where
+   their nodes differ);
 3. a node whose pairs are all bad is named; a bad pair whose two nodes are good with others is
    named as a pair (their path through the fabric); when no pair is good, no single node can
    be told apart and the step says so.
-That is at most about 2 x nodes runs instead of nodes x (nodes - 1) / 2 for all pairs.
+That is at most about 1.5 x nodes runs in a few rounds instead of nodes x (nodes - 1) / 2 for all
+pairs; the pairs of a round fit where the whole gang fit (the same nodes, the same GPUs).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,7 +31,7 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import nccl, objects
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.queue import submit
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.queue import admit, start
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.runner import FAIL, PASS, Result, step
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -64,6 +67,7 @@ class Run(object):
         self.problem = None
         self.evidence = []
         self.figures = {}
+        self.sub = None
 
     @property
     def avg(self):
@@ -83,51 +87,66 @@ class Run(object):
 
 def benchmark(ctx, objs, label):
     """Submit the benchmark Job (+ Service), wait for its launcher, read and remove it."""
-    run = Run(label)
-    timeout = int(ctx.params.get("benchmark_timeout") or 900)
-    objects.pick(objs, "Job", "nccl")
+    return benchmarks(ctx, [(objs, label)])[0]
+
+
+def benchmarks(ctx, runs):
+    """Several benchmarks at once ([(objs, label)], on disjoint nodes): all submitted, then each
+    waited for, read, and removed at the end."""
+    started = []
     try:
-        sub = submit(ctx, objs, "nccl")
-        run.evidence.extend(sub.evidence)
-        run.nodes = sub.nodes
-        if sub.problem:
-            run.problem = sub.problem
-            return run
-        pods = {}
-        # every node seen: a failed launcher makes the Job controller delete the workers
-        seen_nodes = set(sub.nodes)
-
-        def launcher_done():
-            found = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
-            seen_nodes.update(objects.node_of(p) for p in found if objects.node_of(p))
-            launchers = [p for p in found if objects.index_of(p) in (0, None)]
-            if launchers:
-                pods["launcher"] = launchers[0]
-            job = ctx.kube.get("batch/v1", "Job", sub.name, sub.namespace)
-            launcher = pods.get("launcher")
-            if launcher is not None and objects.phase_of(launcher) in ("Succeeded", "Failed"):
-                return objects.phase_of(launcher)
-            return objects.job_finished(job) if job else "gone"
-
-        outcome = objects.until(ctx, launcher_done, timeout, watch=("v1", "Pod", sub.namespace))
-        launcher = pods.get("launcher")
-        run.nodes = sorted(seen_nodes)
-        text = objects.log_of(ctx, launcher) if launcher is not None else ""
-        if outcome is None:
-            run.problem = "the launcher did not finish within %d s" % timeout
-            return run
-        run.parsed = nccl.parse(text)
-        if not run.parsed.get("rows"):
-            said = [e for e in run.parsed.get("errors") or [] if not e.startswith("no result rows")]
-            said = said[:1] or [line.strip() for line in text.splitlines() if line.strip()][:2]
-            run.problem = "the launcher pod %s ended %s without a result table%s" % (
-                objects.name_of(launcher) if launcher else "(none)", outcome,
-                (": " + " | ".join(said)) if said else "")
-        return run
+        for objs, label in runs:
+            run = Run(label)
+            started.append(run)
+            run.sub = start(ctx, objs, "nccl")
+        for run in started:
+            _finish(ctx, run)
+        return started
     finally:
-        for body in objs:
-            if body["kind"] == "Job":
-                objects.remove(ctx, body, int(ctx.params.get("pod_timeout") or 300))
+        for objs, _label in runs:
+            for body in objs:
+                if body["kind"] == "Job":
+                    objects.remove(ctx, body, int(ctx.params.get("pod_timeout") or 300))
+
+
+def _finish(ctx, run):
+    timeout = int(ctx.params.get("benchmark_timeout") or 900)
+    sub = admit(ctx, run.sub)
+    run.evidence.extend(sub.evidence)
+    run.nodes = sub.nodes
+    if sub.problem:
+        run.problem = sub.problem
+        return
+    pods = {}
+    # every node seen: a failed launcher makes the Job controller delete the workers
+    seen_nodes = set(sub.nodes)
+
+    def launcher_done():
+        found = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
+        seen_nodes.update(objects.node_of(p) for p in found if objects.node_of(p))
+        launchers = [p for p in found if objects.index_of(p) in (0, None)]
+        if launchers:
+            pods["launcher"] = launchers[0]
+        job = ctx.kube.get("batch/v1", "Job", sub.name, sub.namespace)
+        launcher = pods.get("launcher")
+        if launcher is not None and objects.phase_of(launcher) in ("Succeeded", "Failed"):
+            return objects.phase_of(launcher)
+        return objects.job_finished(job) if job else "gone"
+
+    outcome = objects.until(ctx, launcher_done, timeout, watch=("v1", "Pod", sub.namespace))
+    launcher = pods.get("launcher")
+    run.nodes = sorted(seen_nodes)
+    text = objects.log_of(ctx, launcher) if launcher is not None else ""
+    if outcome is None:
+        run.problem = "the launcher did not finish within %d s" % timeout
+        return
+    run.parsed = nccl.parse(text)
+    if not run.parsed.get("rows"):
+        said = [e for e in run.parsed.get("errors") or [] if not e.startswith("no result rows")]
+        said = said[:1] or [line.strip() for line in text.splitlines() if line.strip()][:2]
+        run.problem = "the launcher pod %s ended %s without a result table%s" % (
+            objects.name_of(launcher) if launcher else "(none)", outcome,
+            (": " + " | ".join(said)) if said else "")
 
 
 def pair_objects(objs, pair, number):
@@ -223,32 +242,42 @@ def first_round(nodes):
     return pairs
 
 
+def rounds(pairs):
+    """The pairs in rounds of disjoint nodes (a node takes part in one run at a time), in order."""
+    out = []
+    for pair in pairs:
+        for group in out:
+            if not any(set(pair) & set(other) for other in group):
+                group.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
+
+
 def locate(ctx, objs, nodes, is_bad, evidence):
     """(bad nodes, bad pairs, runs) by pair runs; see the module docstring."""
     runs = []
     verdict = {}
 
-    def pair_run(pair):
-        if frozenset(pair) in verdict:      # the odd node's first-round pair may come round again
-            return verdict[frozenset(pair)]
-        run = benchmark(ctx, pair_objects(objs, pair, len(runs) + 1), "pair %s+%s" % pair)
-        runs.append(run)
-        evidence.append(run.describe())
-        bad = bool(run.problem) or is_bad(run)
-        verdict[frozenset(pair)] = bad
-        return bad
+    def pair_runs(pairs):
+        pairs = [p for p in pairs if frozenset(p) not in verdict]   # the odd node's pair may come round again
+        for group in rounds(pairs):
+            batch = [(pair_objects(objs, pair, len(runs) + number + 1), "pair %s+%s" % pair)
+                     for number, pair in enumerate(group)]
+            for pair, run in zip(group, benchmarks(ctx, batch)):
+                runs.append(run)
+                evidence.append(run.describe())
+                verdict[frozenset(pair)] = bool(run.problem) or is_bad(run)
 
-    for pair in first_round(nodes):
-        pair_run(pair)
+    pair_runs(first_round(nodes))
     good = sorted(set(n for pair, bad in verdict.items() if not bad for n in pair))
     suspects = sorted(set(n for pair, bad in verdict.items() if bad for n in pair) - set(good))
     if not good:
         return None, [], runs
-    bad_nodes = []
-    for number, node in enumerate(suspects):
-        partner = good[number % len(good)]
-        if pair_run((node, partner)):
-            bad_nodes.append(node)
+    second = [(node, good[number % len(good)]) for number, node in enumerate(suspects)]
+    pair_runs(second)
+    bad_nodes = [node for node, partner in second if verdict[frozenset((node, partner))]]
     bad_pairs = [tuple(sorted(pair)) for pair, bad in verdict.items()
                  if bad and not any(n in bad_nodes for n in pair)]
     return bad_nodes, bad_pairs, runs

@@ -149,20 +149,32 @@ def _bound(ctx, sub, job=None):
     return None
 
 
-def submit(ctx, objs, job_kind_what):
-    """Create the objects (claims, Service, Job, ...) and wait for admission and bound pods."""
-    queue_timeout = int(ctx.params.get("queue_timeout") or 600)
+def start(ctx, objs, job_kind_what):
+    """Create the objects (claims, Service, Job, ...); the Submission to wait for with admit()."""
     pod_timeout = int(ctx.params.get("pod_timeout") or 300)
-    backend = ctx.params.get("queue_backend") or "none"
     job_body = objects.pick(objs, "Job", job_kind_what)
     objects.ensure_scripts(ctx)
     created_at = ctx.clock()
     created = objects.create_all(ctx, objs, pod_timeout)
-    job = created[objs.index(job_body)]
-    sub = Submission(job, created_at)
+    sub = Submission(created[objs.index(job_body)], created_at)
+    sub.body = job_body
     sub.last_pending = ""
+    sub.evidence.append("Job %s/%s submitted to %s" % (sub.namespace, sub.name, describe_queue(ctx, job_body)))
+    return sub
+
+
+def submit(ctx, objs, job_kind_what):
+    """Create the objects and wait for admission and bound pods."""
+    return admit(ctx, start(ctx, objs, job_kind_what))
+
+
+def admit(ctx, sub):
+    """Wait until the queue admitted the Job and its pods are bound; sub.problem says why not."""
+    queue_timeout = int(ctx.params.get("queue_timeout") or 600)
+    pod_timeout = int(ctx.params.get("pod_timeout") or 300)
+    backend = ctx.params.get("queue_backend") or "none"
+    job_body = sub.body
     queue = describe_queue(ctx, job_body)
-    sub.evidence.append("Job %s/%s submitted to %s" % (sub.namespace, sub.name, queue))
     watch_pods = ("v1", "Pod", sub.namespace)
     if backend == "kueue":
         live = objects.until(ctx, lambda: _kueue_admitted(ctx, sub), queue_timeout,

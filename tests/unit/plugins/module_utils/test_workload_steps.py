@@ -78,6 +78,7 @@ class Cluster(object):
 
     def reconcile(self):
         jobs = dict((j["metadata"]["name"], j) for j in self.objects("Job"))
+        self.most_pair_jobs = max(getattr(self, "most_pair_jobs", 0), sum(1 for n in jobs if "-pair" in n))
         for pod in self.objects("Pod"):
             if pod["metadata"]["labels"].get("batch.kubernetes.io/job-name") not in jobs:
                 self.kube.objects.pop(("Pod", NS, pod["metadata"]["name"]))
@@ -407,7 +408,13 @@ def test_nccl_allreduce_names_the_slow_node_from_pair_runs():
     assert [p.split(":")[0] for p in pairs] == [
         "pair gpu-h100-1+gpu-h100-2 on gpu-h100-1, gpu-h100-2", "pair gpu-h100-3+gpu-h100-4 on gpu-h100-3, gpu-h100-4",
         "pair gpu-h100-3+gpu-h100-1 on gpu-h100-1, gpu-h100-3", "pair gpu-h100-4+gpu-h100-2 on gpu-h100-2, gpu-h100-4"]
+    assert cluster.most_pair_jobs == 2      # the two pairs of a round ran at the same time
     assert not cluster.objects("Job")
+
+
+def test_pair_rounds_never_put_a_node_in_two_runs_at_once():
+    assert allreduce.rounds([("a", "b"), ("c", "d"), ("e", "a")]) == [[("a", "b"), ("c", "d")], [("e", "a")]]
+    assert allreduce.rounds([("c", "a"), ("d", "a"), ("e", "b")]) == [[("c", "a"), ("e", "b")], [("d", "a")]]
 
 
 def test_nccl_allreduce_wrong_results_fail_naming_the_nodes():
