@@ -25,7 +25,7 @@ description:
     storage, support and operations come from O(network_cost), O(storage_cost), O(support_cost),
     O(operations_cost). accepted_units is O(units).
   - Workloads, per controlling object of the GPU pods (C(kube_pod_owner)), image (C(kube_pod_container_info)),
-    the pod labels of O(workload_labels) (C(kube_pod_labels): only labels in kube-state-metrics'
+    the pod labels of O(workload_labels) (C(kube_pod_labels), which has only the labels in kube-state-metrics'
     C(--metric-labels-allowlist)), failed pods, container restarts, termination reasons and a Job's failure
     reason.
   - The mean queue wait per Kueue ClusterQueue when Prometheus has it.

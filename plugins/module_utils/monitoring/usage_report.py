@@ -356,8 +356,11 @@ def compute(util_series, failed_pods, node_pools, prices=None, units=None, busy_
         site[k] = None if None in values else round(sum(values) + unshared.get(k, 0.0), 2)
     totals = [n["total"] for n in normalised]
     site["total"] = None if None in totals else round(sum(site[k] for k in TERMS), 2)
+    # one unit_name for the site: its cost per unit when every team that held GPUs has a count
+    counted = [n["accepted_units"] for n in normalised]
     site["accepted_units"] = sum(units.values()) if units else None
-    site["cost_per_unit"] = None     # units of different teams are not one kind of unit
+    site["cost_per_unit"] = (round(site["total"] / site["accepted_units"], 2)
+                             if site["total"] is not None and counted and None not in counted else None)
     pools = {}
     for row in out_rows:
         p = pools.setdefault(row["pool"], dict([("pool", row["pool"])] + [(k, 0.0) for k in hour_keys]))
@@ -519,8 +522,8 @@ def _cost_section(report, currency, unit_name):
             n["team"], " | ".join(_fmt(n[k], 2) for k in TERMS), _fmt(n["total"], 2),
             _fmt(n["accepted_units"]), _fmt(n["cost_per_unit"], 2)))
     lines += ["", "The (site) row adds amounts the inventory gives for teams that held no GPU in the period "
-              "(or a site-wide amount when no GPU was allocated); it has no cost per unit: the teams' units "
-              "are not one kind of unit.", "", "| term | source |", "|---|---|"]
+              "(or a site-wide amount when no GPU was allocated); its cost per %s needs the count of every team "
+              "that held GPUs." % unit_name, "", "| term | source |", "|---|---|"]
     for term in TERMS + ("accepted_units",):
         lines.append("| %s | %s |" % (term, _cell(report["cost_sources"][term])))
     for u in report.get("unpriced") or ():
@@ -596,7 +599,7 @@ def chart_png(report, path, title):
         return False
     teams = report["teams"]
     names = [t["team"] for t in teams]
-    height = 1.4 + 0.6 * max(len(names), 1)
+    height = 2.2 + 0.6 * max(len(names), 1)
     fig, (ax, cx) = plt.subplots(1, 2, figsize=(12, height), dpi=110)
     parts = (("busy_gpu_hours", "#2e7d32", "productive (>= %g %%)" % report["busy_percent"]),
              ("other_gpu_hours", "#f9a825", "low utilisation"),
@@ -613,7 +616,7 @@ def chart_png(report, path, title):
     ax.set_xlabel("GPU hours")
     ax.set_title(title)
     ax.set_xlim(0, max([t["allocated_gpu_hours"] for t in teams] + [1]) * 1.3)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=4, fontsize=7, frameon=False)
     colours = ("#2e7d32", "#1565c0", "#00838f", "#6d4c41", "#c62828", "#6a1b9a", "#757575")
     costs = dict((n["team"], n) for n in report["normalised_cost"])
     left = [0.0] * len(teams)
@@ -631,7 +634,7 @@ def chart_png(report, path, title):
     cx.set_xlabel("cost")
     cx.set_title("Normalised cost terms")
     cx.set_xlim(0, max(left + [1]) * 1.5)
-    cx.legend(loc="lower right", fontsize=7)
+    cx.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=4, fontsize=7, frameon=False)
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)

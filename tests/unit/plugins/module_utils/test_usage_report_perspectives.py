@@ -260,3 +260,9 @@ def test_every_query_is_asked_at_the_end_of_the_period():
     ur.collect(prom, END - PERIOD, END, {}, sample_interval=60, label_keys=LABELS)
     assert set(at for _e, at in prom.asked) == {END}
     assert [e for e, _at in prom.asked][-len(ur.WORKLOAD_QUERIES):] == [e % PERIOD for _k, e in ur.WORKLOAD_QUERIES]
+
+
+def test_site_cost_per_unit_needs_every_teams_count():
+    assert report()["site_cost"]["cost_per_unit"] is None             # team-b has no count
+    site = report(units={"team-a": 3, "team-b": 2})["site_cost"]
+    assert (site["total"], site["accepted_units"], site["cost_per_unit"]) == (128.2, 5, 25.64)
