@@ -297,6 +297,19 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
     exprs += [(panel, q.replace("$node", ".*").replace("$namespace", ".*"))
               for cm in cms for _b, panel, q in panel_queries(cm)]
     exprs.append(("usage report: failed pods", usage_report.FAILED_QUERY_PLAIN % 300))
+    # the usage report's workload view: a Job whose pod failed (terminated reason, the Job's failed
+    # count) and a pod whose container crashed and restarted (restarts, last terminated reason)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ksm-fail", "namespace": "team-a"},
+           "spec": {"backoffLimit": 0, "template": {
+               "metadata": {"labels": {"gpu.skaffon.io/model": "llama-3-8b"},
+                            "annotations": {"simcluster.skaffon.io/behaviour": "fail"}},
+               "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}
+    crash = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "ksm-crash", "namespace": "team-a", "annotations": {"simcluster.skaffon.io/behaviour": "crash"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    for obj in (job, crash):
+        kubectl(sim, "apply", "-f", "-", stdin=json.dumps(obj))
+    exprs += [("usage report: %s" % key, expr % 300) for key, expr in usage_report.WORKLOAD_QUERIES]
     selectors = sorted(set((name, sel) for name, e in exprs for sel in series_selectors(e)))
     assert any(sel.startswith("kube_node_status_allocatable") for _n, sel in selectors)
     empty = []
@@ -306,6 +319,13 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
         except AssertionError:
             empty.append((name, sel))
     assert empty == []
+    # the allowlisted pod label and the Job's failure reason, as the workload view reads them
+    prometheus.wait(lambda: prometheus.query(
+        'kube_pod_labels{namespace="team-a",label_gpu_skaffon_io_model="llama-3-8b"}'), 30,
+        "the model label of the Job's pod")
+    prometheus.wait(lambda: prometheus.query(
+        'kube_job_status_failed{namespace="team-a",job_name="ksm-fail",reason="BackoffLimitExceeded"} == 1'), 30,
+        "the Job's failure reason")
     # the GPU resources of both nodes, with the label values kube-state-metrics writes
     alloc = prometheus.query('kube_node_status_allocatable{unit="integer",resource=~"nvidia_com_.+"}')
     assert sorted((s["metric"]["node"], s["metric"]["resource"]) for s in alloc if float(s["value"][1]) > 0) == [
