@@ -178,7 +178,8 @@ def _pod_series(rows, pod, allow):
                               ("kube_pod_container_status_last_terminated_reason", cs.get("lastState"))):
             term = (state or {}).get("terminated")
             if term is not None:
-                rows[family].append(_series(family, base + [("container", name), ("reason", term.get("reason", ""))], 1))
+                rows[family].append(_series(
+                    family, base + [("container", name), ("reason", term.get("reason", ""))], 1))
 
 
 def _job_series(rows, job):

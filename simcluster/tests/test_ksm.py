@@ -181,7 +181,8 @@ def gpu_pod(name, owner=None, labels=None, state=None, last=None, restarts=0, ph
     p["spec"]["containers"] = [{"name": "main", "image": "registry.example.com/ml/train:1.4.2"},
                                {"name": "sidecar", "image": "busybox:1.36"}]
     p["status"]["containerStatuses"] = [{
-        "name": "main", "image": "registry.example.com/ml/train:1.4.2", "imageID": "registry.example.com/ml/train@sha256:0f",
+        "name": "main", "image": "registry.example.com/ml/train:1.4.2",
+        "imageID": "registry.example.com/ml/train@sha256:0f",
         "containerID": "containerd://9c1e", "restartCount": restarts, "ready": phase == "Running",
         "state": state or {"running": {"startedAt": "2026-12-01T00:00:00Z"}}, "lastState": last or {}}]
     return p
@@ -239,7 +240,8 @@ def test_job_status_failed_count_then_reason():
         if reason:
             status["conditions"] = [{"type": "Failed", "status": "True", "reason": reason}]
         return {"metadata": {"name": name, "namespace": "team-a"}, "status": status}
-    jobs = [job("ok", 0), job("retried", 2), job("gave-up", 3, "BackoffLimitExceeded"), job("odd", 1, "PodFailurePolicy")]
+    jobs = [job("ok", 0), job("retried", 2), job("gave-up", 3, "BackoffLimitExceeded"),
+            job("odd", 1, "PodFailurePolicy")]
     fams = parse(serve(Store(pods=[ksm_pod()], jobs=jobs))[1])
     got = sorted((lb["job_name"], lb.get("reason"), v) for lb, v in fams["kube_job_status_failed"])
     # a Failed condition with a reason kube-state-metrics does not know: the three known reasons at 0
