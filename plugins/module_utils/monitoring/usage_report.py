@@ -409,6 +409,7 @@ def _workload_rows(workloads, info, label_keys):
             termination = "; ".join(x for x in (termination, "Job failed: %s" % job["reason"]) if x)
         row = {"team": team, "workload": key, "image": ", ".join(sorted(images)) or None,
                "pods": len(w["pods"]), "failed_pods": failed_pods, "restarts": restarts,
+               "failed_pods_unseen": failed_pods - len(w["failed_pods"]),
                "retries": failed_pods + restarts, "termination": termination or None,
                "pools": sorted(w["pools"]), "found": bool(info)}
         for field in WORKLOAD_FIELDS:
@@ -558,6 +559,14 @@ def _workload_section(report, label_keys):
             [_cell(w[k]) for k in ("team", "workload", "owner", "image", "model", "dataset")] +
             [str(w[k]) for k in ("pods", "failed_pods", "restarts", "retries")] + [_cell(w["termination"])] +
             [_fmt(w[k]) for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_run_gpu_hours")]))
+    unseen = [w for w in rows if w.get("failed_pods_unseen")]
+    if unseen:
+        lines += ["", "Failed pods kube-state-metrics did not see in phase Failed during the period (they failed "
+                  "before it, or were deleted before a scrape): their GPU hours in the period, if any, are not "
+                  "failed-run hours. %s." % "; ".join(
+                      "%s %s: the Job counts %d failed, %d seen" % (
+                          w["team"], w["workload"], w["failed_pods"], w["failed_pods"] - w["failed_pods_unseen"])
+                      for w in unseen)]
     for key in report.get("missing_labels") or ():
         lines += ["", "No GPU pod carried the label %s in kube_pod_labels: kube-state-metrics exports only the "
                   "labels of its --metric-labels-allowlist (kube-prometheus-stack: kube-state-metrics."

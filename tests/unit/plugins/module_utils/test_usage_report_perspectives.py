@@ -197,14 +197,17 @@ def test_workload_view_from_kube_state_metrics():
 
 
 def test_a_jobs_failed_pods_deleted_before_a_scrape_still_count_as_retries():
-    rep = report()
     table = prometheus().table
     expr = dict(ur.WORKLOAD_QUERIES)["job_failed"] % PERIOD
     table[expr] = [{"metric": dict(KSM, namespace="team-a", job_name="llm-pretrain", reason=""), "value": [END, "3"]}]
     rep = ur.collect(FakePrometheus(table), END - PERIOD, END, {"gpu-h100-1": "h100"}, sample_interval=60,
                      label_keys=LABELS)
     job = [r for r in rep["workloads"] if r["workload"] == "Job/llm-pretrain"][0]
-    assert (job["failed_pods"], job["retries"]) == (3, 3)
+    assert (job["failed_pods"], job["retries"], job["failed_pods_unseen"]) == (3, 3, 2)
+    assert ("Failed pods kube-state-metrics did not see in phase Failed during the period (they failed before it, "
+            "or were deleted before a scrape): their GPU hours in the period, if any, are not failed-run hours. "
+            "team-a Job/llm-pretrain: the Job counts 3 failed, 1 seen.") in ur.markdown(rep, "s", "e")
+    assert "did not see" not in ur.markdown(report(), "s", "e")
 
 
 def test_labels_kube_state_metrics_does_not_export_are_named():
