@@ -110,7 +110,16 @@ def validate_costs(costs):
             _fail(setting, spec, "per_gpu_hour is an amount >= 0 per allocated GPU hour")
 
 
-def validate(period_seconds, prices, units, busy_percent, idle_percent, sample_interval, costs=None):
+def validate_label_keys(label_keys):
+    """label_keys: {owner|model|dataset: pod label key}."""
+    if not isinstance(label_keys, dict) or not set(label_keys) <= set(WORKLOAD_FIELDS) or not all(
+            isinstance(v, str) and v for v in label_keys.values()):
+        _fail("workload_labels", label_keys, "a mapping of %s to a pod label key, e.g. {model: gpu.skaffon.io/model}"
+              % ", ".join(WORKLOAD_FIELDS))
+
+
+def validate(period_seconds, prices, units, busy_percent, idle_percent, sample_interval, costs=None,
+             label_keys=None):
     if period_seconds <= 0:
         _fail("end", period_seconds, "the end of the period must be after its start")
     if not isinstance(prices, dict) or not all(_amount(v) for v in prices.values()):
@@ -122,6 +131,7 @@ def validate(period_seconds, prices, units, busy_percent, idle_percent, sample_i
     if sample_interval <= 0:
         _fail("sample_interval", sample_interval, "the exporter's scrape interval in seconds (ServiceMonitor interval)")
     validate_costs(costs)
+    validate_label_keys(label_keys or {})
 
 
 def ksm_label_name(key):
@@ -675,7 +685,7 @@ class Prometheus:
 def collect(prom, start, end, node_pools, prices=None, units=None, busy_percent=10.0, idle_percent=5.0,
             sample_interval=15.0, costs=None, label_keys=None):
     period = int(round(end - start))
-    validate(period, prices or {}, units or {}, busy_percent, idle_percent, sample_interval, costs)
+    validate(period, prices or {}, units or {}, busy_percent, idle_percent, sample_interval, costs, label_keys)
     util = prom.query(UTIL_QUERY % period, end)
     failed = set()
     for s in prom.query(FAILED_QUERY_PLAIN % period, end):

@@ -269,3 +269,10 @@ def test_site_cost_per_unit_needs_every_teams_count():
     assert report()["site_cost"]["cost_per_unit"] is None             # team-b has no count
     site = report(units={"team-a": 3, "team-b": 2})["site_cost"]
     assert (site["total"], site["accepted_units"], site["cost_per_unit"]) == (128.2, 5, 25.64)
+
+
+@pytest.mark.parametrize("keys", [{"team": "gpu.skaffon.io/team"}, {"model": ""}, ["gpu.skaffon.io/model"]])
+def test_workload_label_refusals(keys):
+    with pytest.raises(DomainError) as err:
+        ur.validate(3600, {}, {}, 10, 5, 15, None, keys)
+    assert err.value.msg.startswith("usage_report_workload_labels:")
