@@ -385,3 +385,34 @@ def test_kube_state_metrics_alert_fires_when_a_gpu_node_offers_no_gpus(cluster, 
     finally:
         kubectl(sim, "label", "node", node, "%s=true" % label, "--overwrite", check=False)
         prom.stop()
+
+
+def test_usage_report_on_live_series(cluster, prometheus, tmp_path):
+    """playbooks/usage_report.yml on what Prometheus scraped from the simulated DCGM exporter and
+    kube-state-metrics a moment ago: a GPU pod with the model label is a workload with its image and
+    model, its GPU seconds are counted, and the report says the figures are simulated."""
+    sim, _ = cluster
+    kubectl(sim, "create", "namespace", "team-a", check=False)
+    pod = gpu_pod("usage-train", "gpu-l40s-1", 70)      # the H100s are held by the pods of the tests above
+    pod["metadata"]["labels"] = {"gpu.skaffon.io/model": "llama-3-8b", "gpu.skaffon.io/dataset": "c4-sample"}
+    start = time.time() - 2
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(pod))
+    prometheus.wait(lambda: prometheus.query(
+        'count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="team-a",pod="usage-train"}[1m]) >= 5'), 60,
+        "five GPU samples of the pod")
+    prometheus.wait(lambda: prometheus.query('kube_pod_labels{pod="usage-train",label_gpu_skaffon_io_model!=""}'),
+                    30, "the pod's labels in kube-state-metrics")
+    res = run_playbook(os.path.join(REPO, "playbooks", "usage_report.yml"), sim.env,
+                       inventory=os.path.join(HERE, "inventories", "usage_report"), extra_vars={
+                           "usage_report_prometheus_url": prometheus.url, "usage_report_start": "%d" % start,
+                           "usage_report_end": "%d" % (time.time() + 1), "usage_report_sample_interval": 1,
+                           "usage_report_node_pools": {"gpu-h100-1": "h100", "gpu-l40s-1": "l40s"},
+                           "usage_report_dest": str(tmp_path), "usage_report_simulated": True})
+    kubectl(sim, "delete", "pod", "-n", "team-a", "usage-train", "--wait=false", check=False)
+    assert res.rc == 0, res
+    out = res.task_results("Query Prometheus and write the report")[0]
+    (row,) = [w for w in out["workloads"] if w["workload"] == "Pod/usage-train"]
+    assert (row["team"], row["image"], row["model"], row["dataset"], row["failed_pods"]) == (
+        "team-a", "nvcr.io/nvidia/cuda:12.4.1-base", "llama-3-8b", "c4-sample", 0)
+    assert row["allocated_gpu_hours"] * 3600 >= 5 and row["busy_gpu_hours"] == row["allocated_gpu_hours"]
+    assert (tmp_path / "gpu-usage.md").read_text().startswith("> **Figures from a simulated cluster.**")
