@@ -214,6 +214,8 @@ def fraction_policies(allowed, refused):
     pod in kai-resource-reservation does), so the platform refuses what quota cannot stop:
     fractions in namespaces of teams whose pools do not take them, and values KAI would
     refuse only at binding (a fraction outside 0 < f < 1, gpu-memory not a positive integer).
+    Every refusal is reason Forbidden (403): kubectl prints a 422 (reason Invalid) without causes
+    as 'The pods "x" is invalid', hiding the message.
     """
     rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
               "resources": ["pods"]}]
@@ -235,12 +237,12 @@ def fraction_policies(allowed, refused):
                 _has(frac), _annotation(frac), _NUMBER, _annotation(frac), _annotation(frac)),
              "messageExpression": ("'%s ' + %s + ' is not a GPU fraction: KAI takes 0 < %s < 1 "
                                    "(a whole GPU is nvidia.com/gpu: 1)'") % (frac, _annotation(frac), frac),
-             "reason": "Invalid"},
+             "reason": "Forbidden"},
             {"expression": "!(%s) || (%s.matches('^[0-9]+$') && int(%s) > 0)" % (
                 _has(mem), _annotation(mem), _annotation(mem)),
              "messageExpression": "'%s ' + %s + ' is not a positive integer (MiB of one GPU)'" % (
                  mem, _annotation(mem)),
-             "reason": "Invalid"},
+             "reason": "Forbidden"},
         ], allowed)
     if refused:
         policy(FRACTION_OFF_POLICY, [
