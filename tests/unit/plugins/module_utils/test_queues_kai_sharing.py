@@ -208,3 +208,59 @@ def test_sharing_off_renders_no_fraction_policy_kai_itself_refuses():
     on = q.render("kai", TEAMS, DEPTS, POOLS, kai_gpu_sharing=True)
     names = sorted(o["metadata"]["name"] for o in on if o["kind"] == "ValidatingAdmissionPolicy")
     assert names == ["skaffon-gpu-fraction", "skaffon-queue-owner"]
+
+
+# -- the job template, on the KAI twin ----------------------------------------------------------------
+
+def render_template(job):
+    import jinja2
+    from ansible.plugins.filter.core import FilterModule
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(paths.REPO, "docs", "templates")),
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(dict((k, v) for k, v in FilterModule().filters().items() if k != "default"))
+    return yaml.safe_load(env.get_template("fractional-inference.yaml.j2").render(job=job))
+
+
+def test_fractional_inference_template_two_replicas_share_one_gpu():
+    from simcluster.twins.testkit import TwinCluster, deployment
+    job = {"team": "team-inf", "namespace": "team-inf", "pool": "l40s-pcie-inference",
+           "labels": {"gpu.skaffon.io/team": "team-inf"}, "queue_labels": {"kai.scheduler/queue": "team-inf"},
+           "node_selector": {KEY: "inference"}, "tolerations": [], "scheduler_name": "kai-scheduler",
+           "inference_image": "nvcr.io/nvidia/tritonserver:25.01-py3"}
+    dep = render_template(job)
+    pod = dep["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+    assert pod["metadata"]["labels"][KEY] == "inference"          # the shard's label reaches the PodGroup
+    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0]["resources"])
+    assert pod["spec"]["schedulerName"] == "kai-scheduler"
+    repo = "ghcr.io/kai-scheduler/kai-scheduler"
+    cluster = os.path.join(paths.REPO, "simcluster", "tests", "clusters", "kai-frac-3x2.yaml")
+    with TwinCluster(cluster) as c:
+        for ns in ("kai-scheduler", "kai-resource-reservation", "team-inf"):
+            c.namespace(ns)
+        for name in ("gpu-1", "gpu-2", "gpu-3"):
+            node = c.store.get("nodes", None, name)
+            node["status"]["allocatable"]["nvidia.com/gpu"] = "2"
+            c.store.update_status("nodes", node)
+            c.label(name, {KEY: "inference"})
+        svc = lambda n: {"service": {"image": {"name": n, "repository": repo, "tag": "v0.17.0"}}}
+        spec = dict((k, svc(v)) for k, v in (("binder", "binder"), ("podGrouper", "podgrouper"),
+                                              ("podGroupController", "podgroupcontroller"),
+                                              ("queueController", "queuecontroller"), ("scheduler", "scheduler")))
+        spec["admission"] = dict(svc("admission"), gpuSharing=True)
+        c.store.create("deployments.apps", deployment("kai-operator", "kai-scheduler", image=repo + "/operator:v0.17.0"))
+        c.store.create("configs.kai.scheduler", {"apiVersion": "kai.scheduler/v1", "kind": "Config",
+                                                 "metadata": {"name": "kai-config"}, "spec": spec})
+        for obj in q.render("kai", TEAMS[1:], DEPTS[1:], POOLS):
+            if obj["kind"] == "Queue":
+                c.store.create("queues.scheduling.run.ai", obj)
+        dep["spec"]["template"]["metadata"]["annotations"]["simcluster.skaffon.io/behaviour"] = "run"
+        c.store.create("deployments.apps", dep)
+
+        def placed():
+            pods = [p for p in c.pods("team-inf") if p["spec"].get("nodeName")]
+            return len(pods) == 2 and {(p["spec"]["nodeName"], p["metadata"]["labels"].get("runai-gpu-group"))
+                                       for p in pods}
+        where = c.wait(placed, timeout=20, what="two replicas bound")
+        assert len(where) == 1, "both replicas on one GPU group: %s" % where
+        assert c.handle.errors == []
