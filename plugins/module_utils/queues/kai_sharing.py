@@ -168,8 +168,8 @@ def label_queues(objects, teams, plan, pools):
         while q is not None:
             labels = q["metadata"].setdefault("labels", {})
             if labels.get(key, value) != value:
-                _fail(var + ".pool", value, "in another shard than a sibling under %s (%s)" % (
-                    q["metadata"]["name"], labels[key]),
+                problem = "in another shard than a sibling under %s (%s)" % (q["metadata"]["name"], labels[key])
+                _fail(var + ".pool", value, problem,
                       "a KAI queue belongs to one shard: put the teams of one department on pools of one %s, or "
                       "split the department" % key)
             labels[key] = value

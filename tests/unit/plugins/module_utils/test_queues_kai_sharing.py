@@ -243,10 +243,12 @@ def test_fractional_inference_template_two_replicas_share_one_gpu():
             node["status"]["allocatable"]["nvidia.com/gpu"] = "2"
             c.store.update_status("nodes", node)
             c.label(name, {KEY: "inference"})
-        svc = lambda n: {"service": {"image": {"name": n, "repository": repo, "tag": "v0.17.0"}}}
-        spec = dict((k, svc(v)) for k, v in (("binder", "binder"), ("podGrouper", "podgrouper"),
-                                              ("podGroupController", "podgroupcontroller"),
-                                              ("queueController", "queuecontroller"), ("scheduler", "scheduler")))
+
+        def svc(name):
+            return {"service": {"image": {"name": name, "repository": repo, "tag": "v0.17.0"}}}
+        components = (("binder", "binder"), ("podGrouper", "podgrouper"), ("podGroupController", "podgroupcontroller"),
+                      ("queueController", "queuecontroller"), ("scheduler", "scheduler"))
+        spec = dict((k, svc(v)) for k, v in components)
         spec["admission"] = dict(svc("admission"), gpuSharing=True)
         c.store.create("deployments.apps", deployment("kai-operator", "kai-scheduler", image=repo + "/operator:v0.17.0"))
         c.store.create("configs.kai.scheduler", {"apiVersion": "kai.scheduler/v1", "kind": "Config",
