@@ -49,6 +49,8 @@ def test_gpu_sharing_on_reaches_the_config_admission_and_the_reservation_namespa
     # the binder's reservation pods live here (chart global.resourceReservation.namespace)
     assert [d["metadata"]["name"] for d in charts.by_kind(docs, "Namespace")] == ["kai-resource-reservation"]
     assert kai_config(render_chart(q.chart_values("kai")))["spec"]["admission"]["gpuSharing"] is False
+    blocked = q.chart_values("kai", kai_block_visible_devices=True)
+    assert kai_config(render_chart(blocked))["spec"]["admission"]["blockNvidiaVisibleDevices"] is True
 
 
 @pytest.mark.needs_shared
