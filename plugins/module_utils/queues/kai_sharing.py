@@ -72,7 +72,48 @@ def gpu_sharing(value):
     return _fail("queues_kai_gpu_sharing", value, "not a boolean", "use true or false")
 
 
-def placement_plan(placement, pools):
+def canonical(name, pools, aliases=None):
+    """The pool a name means: a pool name (queue_pools: h100-nvlink-training) or an inventory group
+    whose hosts are that one pool (pool_h100_nvlink_training, as the design names pools); else None."""
+    if name in (pools or {}):
+        return name
+    alias = (aliases or {}).get(name)
+    return alias if alias in (pools or {}) else None
+
+
+def _known(pools, aliases):
+    names = sorted(pools or {})
+    names += sorted(a for a, p in (aliases or {}).items() if p in (pools or {}) and a not in names)
+    return ", ".join(names) or "(none found in queues_pool_group)"
+
+
+def team_pools(teams, pools, aliases=None, pool_teams=None):
+    """{team: pool or None}: the team's queue.pool, else the one pool of queues_kai_pool_teams
+    ({pool: [teams]} or {pool: {teams: [...]}}, the shape of the design's platform_pools) naming it."""
+    listed = {}
+    for name, entry in sorted((pool_teams or {}).items()):
+        members = entry.get("teams") if isinstance(entry, dict) else entry
+        pool = canonical(name, pools, aliases)
+        if pool is None:
+            _fail("queues_kai_pool_teams", name, "not a GPU pool", "use one of the node pools: %s" % _known(
+                pools, aliases))
+        for team in members or ():
+            listed.setdefault(team, set()).add(pool)
+    out = {}
+    for idx, var, team, queue in teams:
+        if queue.get("pool") is not None:
+            pool = canonical(queue["pool"], pools, aliases)
+            if pool is None:
+                _fail(var + ".pool", queue["pool"], "not a GPU pool",
+                      "use one of the node pools: %s" % _known(pools, aliases))
+            out[team] = pool
+        else:
+            found = listed.get(team) or set()
+            out[team] = list(found)[0] if len(found) == 1 else None
+    return out
+
+
+def placement_plan(placement, pools, aliases=None):
     """What the chart and the shards get from queues_kai_placement ({pool: binpack|spread}).
 
     Returns {"strategy": s or None, "label_key": k or None, "shards": {value: strategy},
@@ -86,13 +127,19 @@ def placement_plan(placement, pools):
     if not isinstance(placement, dict):
         _fail("queues_kai_placement", placement, "not a mapping", "use {<pool>: binpack|spread}")
     pools = pools or {}
+    named = {}
     for name, strategy in sorted(placement.items()):
-        if name not in pools:
-            _fail("queues_kai_placement", name, "not a GPU pool",
-                  "use one of the node pools: %s" % (", ".join(sorted(pools)) or "(none found in queues_pool_group)"))
+        pool = canonical(name, pools, aliases)
+        if pool is None:
+            _fail("queues_kai_placement", name, "not a GPU pool", "use one of the node pools: %s" % _known(
+                pools, aliases))
         if strategy not in STRATEGIES:
             _fail("queues_kai_placement[%s]" % name, strategy, "unknown strategy", "use binpack or spread")
-    want = dict((name, placement.get(name, CHART_DEFAULT_STRATEGY)) for name in pools)
+        if named.get(pool, strategy) != strategy:
+            _fail("queues_kai_placement[%s]" % name, strategy, "names pool %s a second time with another "
+                  "strategy" % pool, "give each pool one strategy")
+        named[pool] = strategy
+    want = dict((name, named.get(name, CHART_DEFAULT_STRATEGY)) for name in pools)
     if len(set(want.values())) == 1:
         plan["strategy"] = list(want.values())[0]
         return plan
@@ -147,20 +194,21 @@ def chart_values(sharing, plan, block_visible_devices=None):
     return values
 
 
-def label_queues(objects, teams, plan, pools):
-    """With shards, every team Queue carries <label_key>=<its pool's value> (queue.pool), and every
-    department the value of its teams; a department whose teams are in two shards is refused."""
+def label_queues(objects, teams, plan, pools, pool_of):
+    """With shards, every team Queue carries <label_key>=<its pool's value> (pool_of: team_pools), and
+    every department the value of its teams; a department whose teams are in two shards is refused."""
     key = plan["label_key"]
     if key is None:
         return objects
     queues = dict((o["metadata"]["name"], o) for o in objects if o["kind"] == "Queue")
     value_of = {}
     for idx, var, team, queue in teams:
-        pool = queue.get("pool")
+        pool = pool_of.get(team)
         if pool is None:
             _fail(var + ".pool", None, "missing",
-                  "name the team's GPU pool (one of %s): KAI shards the pools (queues_kai_placement differs per "
-                  "pool) and schedules a queue only in the shard of its %s label" % (", ".join(sorted(pools)), key))
+                  "name the team's GPU pool (one of %s) in its queue block or queues_kai_pool_teams: KAI shards the "
+                  "pools (queues_kai_placement differs per pool) and schedules a queue only in the shard of its %s "
+                  "label" % (", ".join(sorted(pools)), key))
         value_of[team] = (var, plan["pool_value"][pool])
     for team, (var, value) in sorted(value_of.items()):
         q = queues.get(team)
@@ -178,23 +226,23 @@ def label_queues(objects, teams, plan, pools):
     return objects
 
 
-def check_pools(teams, pools):
-    """queue.pool names a pool (validated whether or not it is needed)."""
-    for idx, var, team, queue in teams:
-        pool = queue.get("pool")
-        if pool is not None and pool not in (pools or {}):
-            _fail(var + ".pool", pool, "not a GPU pool",
-                  "use one of the node pools: %s" % (", ".join(sorted(pools or {})) or "(none found)"))
-
-
-def fraction_teams(teams, sharing, fraction_pools):
+def fraction_teams(teams, sharing, fraction_pools, pools, aliases=None, pool_of=None):
     """(allowed, refused) team names: fractions need gpuSharing and, when queues_kai_fraction_pools
-    is a list, the team's queue.pool in it."""
+    is a list, the team's pool (team_pools) in it."""
     if fraction_pools is not None and not isinstance(fraction_pools, list):
         _fail("queues_kai_fraction_pools", fraction_pools, "not a list", "list the pools that take GPU fractions")
+    wanted = None
+    if fraction_pools is not None:
+        wanted = set()
+        for name in fraction_pools:
+            pool = canonical(name, pools, aliases)
+            if pool is None:
+                _fail("queues_kai_fraction_pools", name, "not a GPU pool", "use one of the node pools: %s" % _known(
+                    pools, aliases))
+            wanted.add(pool)
     allowed, refused = [], []
     for idx, var, team, queue in teams:
-        ok = sharing and (fraction_pools is None or queue.get("pool") in fraction_pools)
+        ok = sharing and (wanted is None or (pool_of or {}).get(team) in wanted)
         (allowed if ok else refused).append(team)
     return allowed, refused
 

@@ -495,7 +495,7 @@ def kai_default_queue_block():
 
 
 def render(backend, tenants, departments=None, pools=None, kai_default_queue="block", kai_gpu_sharing=None,
-           kai_placement=None, kai_fraction_pools=None):
+           kai_placement=None, kai_fraction_pools=None, pool_aliases=None, kai_pool_teams=None):
     """All queue objects of the backend, validated; [] for backend none.
 
     KAI also: SchedulingShards per pool label value when kai_placement differs per pool (the
@@ -514,14 +514,15 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
             _fail("queues_kai_default_queue", kai_default_queue, "unknown choice",
                   "use block (no GPUs without a queue label) or open (the chart's free default-queue)")
         sharing = kai_sharing.gpu_sharing(kai_gpu_sharing)
-        kai_sharing.check_pools(teams, pools)
-        plan = kai_sharing.placement_plan(kai_placement, pools)
+        pool_of = kai_sharing.team_pools(teams, pools, pool_aliases, kai_pool_teams)
+        plan = kai_sharing.placement_plan(kai_placement, pools, pool_aliases)
         objects = kai_sharing.shard_objects(plan)
-        objects += kai_sharing.label_queues(render_kai(teams, departments), teams, plan, pools)
+        objects += kai_sharing.label_queues(render_kai(teams, departments), teams, plan, pools, pool_of)
         if kai_default_queue == "block":
             objects.append(kai_default_queue_block())
         if sharing or kai_fraction_pools is not None:
-            allowed, refused = kai_sharing.fraction_teams(teams, sharing, kai_fraction_pools)
+            allowed, refused = kai_sharing.fraction_teams(teams, sharing, kai_fraction_pools, pools, pool_aliases,
+                                                          pool_of)
             objects += kai_sharing.fraction_policies(allowed, refused)
     else:
         if departments:
@@ -534,6 +535,24 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
         extra = [KAI_DEFAULT_QUEUE] if backend == "kai" and kai_default_queue == "open" else []
         objects += queue_policy(backend, [t[2] for t in teams], extra)
     return objects
+
+
+def pool_groups(hostvars, groups, within, default_prefix=DEFAULT_PREFIX):
+    """{inventory group: pool name} of the groups whose hosts (all in `within`) form exactly one pool:
+    the design names pools by group (pool_h100_nvlink_training), the queues role by labels."""
+    inside = set(within or ())
+    out = {}
+    for group, hosts in sorted((groups or {}).items()):
+        hosts = list(hosts or ())
+        if not hosts or not set(hosts) <= inside or group in ("all", "ungrouped"):
+            continue
+        try:
+            found = pools_from_hostvars(hostvars, hosts, default_prefix)
+        except DomainError:
+            continue
+        if len(found) == 1:
+            out[group] = list(found)[0]
+    return out
 
 
 def pools_from_hostvars(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
@@ -576,7 +595,8 @@ def _merge(base, over):
 
 
 def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=None, user_values=None,
-                 kai_gpu_sharing=None, kai_placement=None, pools=None, kai_block_visible_devices=None):
+                 kai_gpu_sharing=None, kai_placement=None, pools=None, kai_block_visible_devices=None,
+                 pool_aliases=None):
     """Helm values for the backend's chart: the mirror and pull secrets, KAI's GPU sharing and
     placement (kai_sharing.py), then the user's values."""
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import mirror_repository
@@ -601,7 +621,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
         if secrets:
             values.setdefault("global", {})["imagePullSecrets"] = secrets
         values = _merge(values, kai_sharing.chart_values(
-            kai_sharing.gpu_sharing(kai_gpu_sharing), kai_sharing.placement_plan(kai_placement, pools),
+            kai_sharing.gpu_sharing(kai_gpu_sharing), kai_sharing.placement_plan(kai_placement, pools, pool_aliases),
             kai_block_visible_devices))
     elif backend == "kueue":
         cm = {}

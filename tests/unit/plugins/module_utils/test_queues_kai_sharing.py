@@ -126,6 +126,46 @@ def test_sharded_queues_need_a_pool_and_one_shard_per_department():
     assert "tenants_list[0].queue.pool: not a GPU pool (got 'a100')" in fail(q.render, "kai", wrong, DEPTS, POOLS)
 
 
+ALIASES = {"pool_h100_nvlink_training": "h100-nvlink-training", "pool_l40s_inference": "l40s-pcie-inference"}
+
+
+def test_pools_named_by_inventory_group_as_the_design_does_and_teams_by_the_design_pools():
+    """platform_design.roles.queues_kai_placement names pools by group; platform_pools lists their teams."""
+    teams = [{"name": "team-a", "queue": {"parent": "research", "gpu": {"quota": 4}}},
+             {"name": "team-inf", "queue": {"parent": "serving", "gpu": {"quota": 2}}}]
+    design_pools = {"pool_h100_nvlink_training": {"gpus_per_node": 4, "teams": ["team-a"]},
+                    "pool_l40s_inference": {"teams": ["team-inf"]}}
+    placement = {"pool_h100_nvlink_training": "binpack", "pool_l40s_inference": "spread"}
+    objs = q.render("kai", teams, DEPTS, POOLS, kai_placement=placement, pool_aliases=ALIASES,
+                    kai_pool_teams=design_pools, kai_gpu_sharing=True, kai_fraction_pools=["pool_l40s_inference"])
+    labels = dict((o["metadata"]["name"], (o["metadata"].get("labels") or {}).get(KEY))
+                  for o in objs if o["kind"] == "Queue")
+    assert labels["team-a"] == "training" and labels["team-inf"] == "inference"
+    bindings = dict((o["metadata"]["name"], o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+                     ["values"]) for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert bindings["skaffon-gpu-fraction"] == ["team-inf"] and bindings["skaffon-gpu-fraction-off"] == ["team-a"]
+    assert q.chart_values("kai", kai_placement=placement, pools=POOLS, pool_aliases=ALIASES) == {
+        "global": {"nodePoolLabelKey": KEY}}
+
+
+def test_a_team_listed_in_two_pools_must_name_its_pool():
+    teams = [{"name": "team-a", "queue": {"parent": "research", "gpu": {"quota": 4}}}]
+    both = {"pool_h100_nvlink_training": ["team-a"], "pool_l40s_inference": ["team-a"]}
+    assert "tenants_list[0].queue.pool: missing" in fail(q.render, "kai", teams, DEPTS, POOLS, kai_placement=SPLIT,
+                                                         pool_aliases=ALIASES, kai_pool_teams=both)
+    assert "queues_kai_pool_teams: not a GPU pool (got 'pool_a100')" in fail(
+        q.render, "kai", teams, DEPTS, POOLS, pool_aliases=ALIASES, kai_pool_teams={"pool_a100": ["team-a"]})
+
+
+def test_pool_groups_maps_each_pool_group_to_its_pool():
+    hostvars = {"h1": {"node_prereqs_pool": {"accelerator": "h100", "topology": "nvlink", "workload": "training"}},
+                "h2": {"node_prereqs_pool": {"accelerator": "h100", "topology": "nvlink", "workload": "training"}},
+                "l1": {"node_prereqs_pool": {"accelerator": "l40s", "topology": "pcie", "workload": "inference"}}}
+    groups = {"all": ["h1", "h2", "l1"], "gpu_nodes": ["h1", "h2", "l1"], "pool_h100_nvlink_training": ["h1", "h2"],
+              "pool_l40s_inference": ["l1"], "controllers": ["localhost"]}
+    assert q.pool_groups(hostvars, groups, groups["gpu_nodes"]) == ALIASES
+
+
 def test_without_sharing_or_placement_the_objects_are_as_before():
     teams = [{"name": "team-a", "queue": {"parent": "research", "gpu": {"quota": 4}}}]
     objs = q.render("kai", teams, DEPTS)
