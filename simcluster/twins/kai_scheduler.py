@@ -30,6 +30,7 @@ from . import kai_fractions as frac
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
+from .volumes import VOLUME_NODE_CONFLICT, claims_problem, volume_node_conflict
 from .util import clone, containers_requests, parse_quantity, random_suffix, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
@@ -303,6 +304,12 @@ class KaiScheduler:
         if want > len(job.pending):
             return self._unschedulable(job, "Unschedulable", "Waiting for %d pods of the pod group, %d exist" % (
                 job.min_member, len(job.running) + len(job.pending)))
+        for p in need[:want]:
+            # the k8s VolumeBinding PreFilter KAI runs for every pod: a gang waits for all claims
+            claims = claims_problem(self.ctx, p)
+            if claims is not None:
+                return self._unschedulable(job, "Unschedulable", "pod %s/%s: %s" % (
+                    p["metadata"]["namespace"], p["metadata"]["name"], claims))
         req = {}
         for p in need[:want]:
             _add(req, self._vec(p))
@@ -365,7 +372,7 @@ class KaiScheduler:
 
     # -- nodes -----------------------------------------------------------------------------------
     @staticmethod
-    def _fits(pod, node, used):
+    def _fits(pod, node, used, ctx=None):
         spec = pod["spec"]
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(
                 spec.get("tolerations"), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
@@ -377,6 +384,8 @@ class KaiScheduler:
         short = insufficient(spec, node, used)
         if short:
             return "node(s) didn't have enough resources: %s" % ("GPUs" if short[0] == GPU else short[0])
+        if ctx is not None and volume_node_conflict(ctx, pod, node):
+            return VOLUME_NODE_CONFLICT
         return None
 
     def _idle(self, node, trial, resource=GPU):
@@ -410,7 +419,7 @@ class KaiScheduler:
             fitting = []
             for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
                 name = node["metadata"]["name"]
-                if self._fits(pod, node, trial) is not None:
+                if self._fits(pod, node, trial, self.ctx) is not None:
                     continue
                 gpu = None
                 if fraction:
@@ -485,7 +494,7 @@ class KaiScheduler:
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
         for node in nodes:
-            why = self._fits(pod, node, used) or "node(s) could not fit all pods of the gang"
+            why = self._fits(pod, node, used, self.ctx) or "node(s) could not fit all pods of the gang"
             counts[why] = counts.get(why, 0) + 1
         detail = ", ".join("%d %s" % (n, r) for r, n in sorted(counts.items()))
         return "Resources were not found for %d pod(s) of the workload: 0/%d nodes are available: %s." % (
