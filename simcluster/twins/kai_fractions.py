@@ -135,21 +135,34 @@ def order_gpus(groups, whole, want, strategy):
 
 # -- the binder's writes -------------------------------------------------------------------------
 
-def reservation_pod(node, group, image="ghcr.io/kai-scheduler/kai-scheduler/resourcereservation:v0.17.0"):
+def reservation_settings(config_spec):
+    """(namespace, service account, app label, image) of the Config's binder.resourceReservation."""
+    rr = ((config_spec or {}).get("binder") or {}).get("resourceReservation") or {}
+    img = rr.get("image") or {}
+    image = "%s/%s:%s" % ((img.get("repository") or "ghcr.io/kai-scheduler/kai-scheduler").rstrip("/"),
+                          img.get("name") or "resourcereservation", img.get("tag") or "v0.17.0")
+    return (rr.get("namespace") or RESERVATION_NS, rr.get("serviceAccountName") or RESERVATION_APP,
+            rr.get("appLabel") or RESERVATION_APP, image)
+
+
+def reservation_pod(node, group, settings=(RESERVATION_NS, RESERVATION_APP, RESERVATION_APP,
+                                           "ghcr.io/kai-scheduler/kai-scheduler/resourcereservation:v0.17.0")):
+    namespace, account, app, image = settings
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "%s-%s-%s" % (RESERVATION_PREFIX, node, random_suffix(5)),
-                         "namespace": RESERVATION_NS,
-                         "labels": {"app": RESERVATION_APP, GROUP_LABEL: group},
+                         "namespace": namespace,
+                         "labels": {"app": app, GROUP_LABEL: group},
                          "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
-            "spec": {"nodeName": node, "serviceAccountName": RESERVATION_APP, "containers": [{
+            "spec": {"nodeName": node, "serviceAccountName": account, "containers": [{
                 "name": "resource-reservation", "image": image, "imagePullPolicy": "IfNotPresent",
                 "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
                 "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]}}
 
 
-def is_reservation(pod):
-    return (pod["metadata"].get("labels") or {}).get("app") == RESERVATION_APP
+def is_reservation(pod, app=RESERVATION_APP):
+    """IsResourceReservationTask: the pod's app label is the binder's reservation app label."""
+    return (pod["metadata"].get("labels") or {}).get("app") == app
 
 
 def configmap_prefix(pod):

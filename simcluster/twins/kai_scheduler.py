@@ -106,12 +106,13 @@ class KaiScheduler:
                 and not p["metadata"].get("deletionTimestamp")]
         if not self.active():
             return
+        config = (self.ctx.get_cached(CONFIGS, "kai-config") or {}).get("spec") or {}
+        self.sharing = bool((config.get("admission") or {}).get("gpuSharing"))
+        self.reservation = frac.reservation_settings(config)
         self._sync_reservations(pods)
         if not mine:
             self._queue_status(self._queues())      # all pods gone: allocated back to 0
             return
-        config = (self.ctx.get_cached(CONFIGS, "kai-config") or {}).get("spec") or {}
-        self.sharing = bool((config.get("admission") or {}).get("gpuSharing"))
         key = (config.get("global") or {}).get("nodePoolLabelKey") or ""
         all_nodes = list(self.ctx.list("nodes"))
         self.node_index = {n["metadata"]["name"]: n for n in all_nodes}
@@ -208,7 +209,7 @@ class KaiScheduler:
             for k, v in req.items():
                 acc[k] = acc.get(k, 0) + v
             acc["pods"] += 1
-            if p["spec"].get("schedulerName") != SCHEDULER and not frac.is_reservation(p):
+            if p["spec"].get("schedulerName") != SCHEDULER and not frac.is_reservation(p, self.reservation[2]):
                 _add(totals, pod_vector(p), -1)    # other schedulers' pods are not KAI's to share
         return used, totals
 
@@ -471,7 +472,8 @@ class KaiScheduler:
         for p in pods:
             node = names.get(p["spec"].get("nodeName"))
             group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
-            if node is None or not group or frac.is_reservation(p) or p["metadata"].get("deletionTimestamp") \
+            if node is None or not group or frac.is_reservation(p, self.reservation[2]) \
+                    or p["metadata"].get("deletionTimestamp") \
                     or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             g = out.setdefault(node["metadata"]["name"], {})
@@ -606,12 +608,12 @@ class KaiScheduler:
         """The reservation pod of a new GPU group; its process writes the UUID of the GPU it got
         (the twin: the lowest index no other reservation pod of the node holds)."""
         held = {(p["metadata"].get("annotations") or {}).get(frac.GPU_INDEX_ANNOTATION)
-                for p in self.ctx.list("pods", frac.RESERVATION_NS) if p["spec"].get("nodeName") == node}
+                for p in self.ctx.list("pods", self.reservation[0]) if p["spec"].get("nodeName") == node}
         index = next(i for i in range(1024) if "GPU-%d" % i not in held)
-        body = frac.reservation_pod(node, gid)
+        body = frac.reservation_pod(node, gid, self.reservation)
         try:
             created = self.ctx.store.create("pods", body)
-            self.ctx.store.merge_patch("pods", frac.RESERVATION_NS, created["metadata"]["name"], {
+            self.ctx.store.merge_patch("pods", self.reservation[0], created["metadata"]["name"], {
                 "metadata": {"annotations": {frac.GPU_INDEX_ANNOTATION: "GPU-%d" % index}}})
         except ApiError as err:
             self.ctx.runtime.after(0.5)
@@ -621,25 +623,26 @@ class KaiScheduler:
         return "GPU-%d" % index
 
     def _reserved_uuid(self, gid):
-        for p in self.ctx.list("pods", frac.RESERVATION_NS):
+        for p in self.ctx.list("pods", self.reservation[0]):
             if (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL) == gid:
                 return (p["metadata"].get("annotations") or {}).get(frac.GPU_INDEX_ANNOTATION)
         return None
 
     def _sync_reservations(self, pods):
         """syncForPods: a reservation pod whose group has no Running or Pending pod left goes."""
+        namespace, app = self.reservation[0], self.reservation[2]
         live = set()
         for p in pods:
             group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
-            if group and not frac.is_reservation(p) and (p.get("status") or {}).get("phase") in (
+            if group and not frac.is_reservation(p, app) and (p.get("status") or {}).get("phase") in (
                     "Running", "Pending", None):
                 live.add(group)
         for p in pods:
             group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
-            if frac.is_reservation(p) and p["metadata"].get("namespace") == frac.RESERVATION_NS \
+            if frac.is_reservation(p, app) and p["metadata"].get("namespace") == namespace \
                     and group not in live and not p["metadata"].get("deletionTimestamp"):
                 try:
-                    self.ctx.store.delete("pods", frac.RESERVATION_NS, p["metadata"]["name"])
+                    self.ctx.store.delete("pods", namespace, p["metadata"]["name"])
                 except ApiError as err:
                     if err.code != 404:
                         raise

@@ -83,6 +83,9 @@ def test_two_halves_on_one_gpu_and_the_queue_counts_one(site):
     reservations = kget(sim, "pods", "-n", "kai-resource-reservation")["items"]
     assert [r["metadata"]["labels"]["runai-gpu-group"] for r in reservations] == [where[0][1]]
     assert reservations[0]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    # the binder's image from the chart's Config (binder.resourceReservation.image)
+    assert reservations[0]["spec"]["containers"][0]["image"] == \
+        "ghcr.io/kai-scheduler/kai-scheduler/resourcereservation:v0.17.0"
     wait_for(lambda: (((kget(sim, "queue", "team-a") or {}).get("status") or {}).get("allocated") or {})
              .get("nvidia.com/gpu") == "1", 60, "team-a allocated 2 x 0.5")
 
