@@ -164,10 +164,13 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
             "time-sliced replicas share GPU memory and faults. Use allocation: mig (on MIG-capable GPUs) or "
             "exclusive, or give the teams separate pools"
             % (pool["name"], "trust=mixed" if pool["trust"] == TRUST_MIXED else "teams " + ", ".join(levels)))
-    for mode, why in (("mps", "MPS clients of one GPU share its MPS server, and a fatal GPU exception of one "
-                               "client reaches all of them (MPS docs, Error Containment)"),
-                      ("fraction", "KAI does not enforce the memory a fractional pod uses nor isolate processes on "
-                                   "a shared GPU (KAI docs/gpu-sharing), and pods of different namespaces share it")):
+    sharing_risks = (
+        ("mps", "MPS clients of one GPU share its MPS server, and a fatal GPU exception of one client reaches all "
+                "of them (MPS docs, Error Containment)"),
+        ("fraction", "KAI does not enforce the memory a fractional pod uses nor isolate processes on a shared GPU "
+                     "(KAI docs/gpu-sharing), and pods of different namespaces share it"),
+    )
+    for mode, why in sharing_risks:
         if allocation == mode and trust == TRUST_MIXED:
             raise DesignError(
                 "platform_pools.%s.allocation: %s refused: the pool's tenants have different trust (%s), and %s. "

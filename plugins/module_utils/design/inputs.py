@@ -195,8 +195,8 @@ def normalize_pools(pools, inventory):
         mps_replicas = _int(where + ".mps_replicas", spec.get("mps_replicas"), 2, default=4)
         if mps_replicas > MPS_MAX_REPLICAS:
             raise DesignError("%s.mps_replicas is %d: an MPS server takes at most %d clients per GPU (the MPS control "
-                              "daemon refuses more); choose 2..%d" % (where, mps_replicas, MPS_MAX_REPLICAS,
-                                                                     MPS_MAX_REPLICAS))
+                              "daemon refuses more); choose 2..%d"
+                              % (where, mps_replicas, MPS_MAX_REPLICAS, MPS_MAX_REPLICAS))
         result[name] = {
             "name": name,
             "gpu_product": product,

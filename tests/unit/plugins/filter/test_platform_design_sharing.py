@@ -124,8 +124,8 @@ def test_fractions_with_kai_turn_on_gpu_sharing_and_say_what_pods_get():
 
 def test_placement_binpack_for_training_spread_for_inference_and_explicit_wins():
     pools = {"pool_h100": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 8, "teams": ["team-a"]},
-             "pool_l40s": l40s(), "pool_l4": dict(l40s(teams=["team-d"]), gpu_product="NVIDIA-L4",
-                                                   placement="binpack")}
+             "pool_l40s": l40s(),
+             "pool_l4": dict(l40s(teams=["team-d"]), gpu_product="NVIDIA-L4", placement="binpack")}
     inventory = dict(INV, pool_h100=inv(["h1"], accelerator="h100", workload="training"),
                      pool_l4=inv(["l4-1"], accelerator="l4", workload="inference", trust="single"))
     result = design(pools, [tenant("team-a", gpu=8), tenant("team-c", gpu=4), tenant("team-d", gpu=1)],

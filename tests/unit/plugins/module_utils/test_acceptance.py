@@ -260,7 +260,8 @@ def test_sharing_verified_covers_mps_replicas_times_gpus_and_the_strategy_label(
     waiting = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **mps_labels)), gpu_nodes=spec),
                              ["sharing-verified"])[0]
     assert waiting.status == "FAIL" and "expected 16 = 4 GPUs x 4" in waiting.evidence[0]
-    ts_labels = dict(mps_labels, **{"nvidia.com/gpu.sharing-strategy": "time-slicing"})
+    ts_labels = dict(mps_labels)
+    ts_labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
     wrong = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **ts_labels)), gpu_nodes=spec),
                            ["sharing-verified"])[0]
     assert wrong.status == "FAIL"
