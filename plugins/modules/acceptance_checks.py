@@ -66,7 +66,7 @@ options:
       name: {description: Kubernetes node name., type: str, required: true}
       mode: {description: Sharing mode., type: str, choices: [exclusive, time-slicing, mps, mig], default: exclusive}
       replicas: {description: Time-slicing or MPS replicas per GPU., type: int}
-      resource: {description: The resource an MPS node advertises (C(nvidia.com/gpu), or C(nvidia.com/gpu.shared) renamed)., type: str}
+      resource: {description: "The resource an MPS node advertises: C(nvidia.com/gpu), or C(nvidia.com/gpu.shared) when renamed.", type: str}
       mig_config: {description: The MIG config name (nvidia.com/mig.config) the node must have., type: str}
       gpu_count: {description: Physical GPUs the host reported (gpu_node_facts)., type: int}
   test_namespace:
