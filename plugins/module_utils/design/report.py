@@ -273,6 +273,9 @@ def _team_section(name, t, backend):
     q = t["queue"]
     out = ["## %s\n" % name]
     out.append("- Namespace %s, pools %s" % (_code(t["namespace"]), _list(t["pools"])))
+    if t.get("gpu_allocation"):
+        out.append("- Its pods get: %s (annotation %s on the namespace)"
+                   % (t["gpu_allocation"], _code("gpu-platform.skaffon.io/gpu-allocation")))
     out.append("- ResourceQuota: %s" % (", ".join("`%s: %s`" % (k, v) for k, v in sorted(t["quota"].items()))
                                         or "**no GPU quota**: the team can take every GPU of its pools"))
     if t["mig_slices"]:
