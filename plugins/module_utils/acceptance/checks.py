@@ -184,7 +184,7 @@ def _pod_failure(pod):
 
 @check("cuda-test")
 def cuda_test(ctx):
-    nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") != "time-slicing"] or ctx.params["gpu_nodes"]
+    nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") not in ("time-slicing", "mps")] or ctx.params["gpu_nodes"]
     if not nodes:
         return Result("cuda-test", SKIP, "no GPU node to run the CUDA test on: the group acceptance_gpu_hosts names "
                       "(default gpu_nodes) is empty (gpus-visible fails for it)")

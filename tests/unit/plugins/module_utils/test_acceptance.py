@@ -274,3 +274,14 @@ def test_checks_input_reads_the_mode_from_the_one_sharing_config():
     assert out["gpu_nodes"] == [
         {"name": "gpu-l40s-1", "mode": "mps", "replicas": 4, "resource": "nvidia.com/gpu"},
         {"name": "gpu-l4-1", "mode": "time-slicing", "replicas": 2}]
+
+
+def test_gpus_visible_counts_mps_shares_as_gpus_times_replicas():
+    labels = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"}
+    spec = [{"name": "gpu-l40s-1", "mode": "mps", "replicas": 4}]
+    ok = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **labels)), gpu_nodes=spec),
+                        ["gpus-visible"])[0]
+    assert ok.status == "PASS", ok
+    short = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **labels)), gpu_nodes=spec),
+                           ["gpus-visible"])[0]
+    assert short.status == "FAIL" and "expected 16 (4 GPUs x 4)" in " ".join(short.evidence)
