@@ -331,14 +331,21 @@ def decide_scheduler(pools, teams, explicit):
         reasons += r
         gang = gang or g
         borrow = borrow or b
+    fractions = sorted(p["name"] for p in pools.values() if p["allocation"] == "fraction")
+    if fractions:
+        reasons.append("GPU fractions on pool %s: only KAI Scheduler hands out and accounts parts of a GPU "
+                       "(global.gpuSharing)" % ", ".join(fractions))
     if not reasons:
         recommended = "none"
         why = ["one team per pool, no gang starts and no borrowing: namespace quotas and the default "
                "scheduler are enough"]
-    elif gang:
+    elif gang or fractions:
         recommended = "kai"
         why = ["KAI Scheduler: gang starts for any pod set (PodGroup minMember), hierarchical queues with quota, "
                "over-quota weight and priority, reclaim of over-quota work"]
+        if fractions:
+            why.append("KAI GPU sharing: pods annotated gpu-fraction or gpu-memory share a GPU that a reservation "
+                       "pod holds, and their fractions count in the queues")
     elif borrow:
         recommended = "kueue"
         why = ["Kueue: cohorts with explicit borrowing and lending limits per team, Jobs admitted whole against "

@@ -101,8 +101,13 @@ def test_mps_replicas_out_of_range_are_refused(replicas, message):
 
 
 def test_fractions_need_the_kai_backend():
+    # recommended by themselves ...
+    result = design({"pool_l40s": l40s("fraction")}, [tenant("team-c", gpu=4)], inventory=INV)
+    assert result["scheduler"]["backend"] == "kai"
+    assert "GPU fractions on pool pool_l40s" in " ".join(result["scheduler"]["reasons"])
+    # ... and refused under another explicit backend
     with pytest.raises(AnsibleFilterError) as err:
-        design({"pool_l40s": l40s("fraction")}, [tenant("team-c", gpu=4)], inventory=INV)
+        design({"pool_l40s": l40s("fraction")}, [tenant("team-c", gpu=4)], {"queue_backend": "none"}, inventory=INV)
     msg = str(err.value)
     assert "platform_pools.pool_l40s.allocation: fraction refused" in msg
     assert "queue backend is none" in msg and "queue_backend: kai" in msg
