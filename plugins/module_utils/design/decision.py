@@ -516,6 +516,8 @@ def role_values(decided, scheduler, decided_teams=None):
         # roles/queues (KAI): global.gpuSharing when a pool uses fractions; placement per pool (its shard)
         "queues_kai_gpu_sharing": any(d["allocation"] == "fraction" for d in decided.values()),
         "queues_kai_placement": dict((n, decided[n]["placement"]) for n in sorted(decided)),
+        # the admission policy lets only these pools' teams ask for fractions
+        "queues_kai_fraction_pools": sorted(n for n in decided if decided[n]["allocation"] == "fraction"),
     }
 
 

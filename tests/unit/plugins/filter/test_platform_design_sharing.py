@@ -43,6 +43,7 @@ def test_mps_pool_renders_one_sharing_config_selected_per_node():
     assert pool["placement"] == "spread"
     assert result["roles"]["queues_kai_placement"] == {"pool_l40s": "spread"}
     assert result["roles"]["queues_kai_gpu_sharing"] is False
+    assert result["roles"]["queues_kai_fraction_pools"] == []
 
 
 def test_time_slicing_and_mps_pools_share_one_configmap():
@@ -105,6 +106,8 @@ def test_fractions_need_the_kai_backend():
     result = design({"pool_l40s": l40s("fraction")}, [tenant("team-c", gpu=4)], inventory=INV)
     assert result["scheduler"]["backend"] == "kai"
     assert "GPU fractions on pool pool_l40s" in " ".join(result["scheduler"]["reasons"])
+    assert result["roles"]["queues_kai_gpu_sharing"] is True
+    assert result["roles"]["queues_kai_fraction_pools"] == ["pool_l40s"]
     # ... and refused under another explicit backend
     with pytest.raises(AnsibleFilterError) as err:
         design({"pool_l40s": l40s("fraction")}, [tenant("team-c", gpu=4)], {"queue_backend": "none"}, inventory=INV)
