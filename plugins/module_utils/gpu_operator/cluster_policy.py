@@ -48,6 +48,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     REASON_DRIVER_NOT_READY,
     REASON_NFD_LABELS_MISSING,
     REASON_NO_GPU_NODES,
+    REASON_PREREQUISITE_NOT_MET,
     REASON_RECONCILED,
     TAINT_EFFECTS_REPELLING,
     WAITING_CRASH_LOOP,
@@ -73,6 +74,9 @@ HINTS = {
         "reason DriverNotReady: the driver DaemonSet is not ready; on nodes with a host driver set "
         "driver.enabled=false (all nodes) or label them %sdriver=false (mixed fleet)" % LABEL_DEPLOY_PREFIX),
 }
+HINTS[REASON_PREREQUISITE_NOT_MET] = (
+    "reason PrerequisiteNotMet: a ClusterPolicy exists, and the operator runs no GPUCluster next to it; "
+    "uninstall the release (its hooks remove both custom resources) and install with one stack")
 VALIDATOR_HINT = (
     "%s runs its init containers in order (driver, toolkit, cuda, plugin): "
     "the crashing one names the layer that is broken ({containers}); read its log with "
