@@ -12,7 +12,6 @@ changed=0, and switching back to the device plugin is refused.
 
 import json
 import os
-import shutil
 
 import pytest
 import yaml
@@ -114,9 +113,8 @@ def _plan(nodes):
 def dra_cluster(tmp_path_factory):
     nodes = _dra_nodes()
     workdir = tmp_path_factory.mktemp("sim-dra")
-    path = str(workdir / "cluster.yaml")
-    shutil.copy(DRA_CLUSTER, path)
-    sim = simtesting.start(path, str(workdir / "run"))
+    # in place: the file names the CRDs relative to itself
+    sim = simtesting.start(DRA_CLUSTER, str(workdir / "run"))
     try:
         yield sim, package_chart(tmp_path_factory), _plan(nodes), nodes
     finally:
