@@ -235,3 +235,19 @@ def test_check_mode_reads_the_gpucluster_once():
     module = FakeModule(check_mode=True, objects=[gpucluster("ready", "Reconciled")])
     res = cp.run(module, gc.GPUClusterWaiter, gc.prerequisites)
     assert res["ready"] is True and res["state"] == "ready" and res["waited"] == 0.0
+
+
+def test_diagnostics_quote_the_schedulers_reason_once_per_text():
+    msg = "0/5 nodes are available: 5 cannot allocate all claims."
+    pending = [{"metadata": {"name": "nvidia-dcgm-exporter-dra-%d" % i}, "spec": {},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                               "reason": "Unschedulable", "message": msg}]}}
+               for i in range(2)]
+    summary = cp.evaluate(gpucluster("notReady", "OperandNotReady", "False", "Waiting for operand pods to be ready"),
+                          stack=gc.GPU_CLUSTER)[1]
+    lines, data = cp.diagnose(summary, [], pending, name="gpu-cluster", stack=gc.GPU_CLUSTER)
+    assert lines[0] == ("GPUCluster gpu-cluster state=notReady reason=OperandNotReady: "
+                        "Waiting for operand pods to be ready")
+    assert lines[1].endswith("Pending: the scheduler says: " + msg)
+    assert lines[2].endswith("Pending: the same scheduler message")
+    assert data["pods"][0]["unschedulable"] == msg
