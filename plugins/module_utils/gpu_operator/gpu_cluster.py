@@ -176,8 +176,8 @@ def why_no_slices(name, node, daemonsets, pods, report, expect_gpus=None, logs=N
         if not pod_healthy(pod):
             state, _container = pod_state(pod)
             line = (logs or {}).get(pod["metadata"]["name"])
-            why.append("DRA kubelet plugin pod %s is %s%s" % (pod["metadata"]["name"], state,
-                                                             (": last log line: %s" % line) if line else ""))
+            tail = (": last log line: %s" % line) if line else ""
+            why.append("DRA kubelet plugin pod %s is %s%s" % (pod["metadata"]["name"], state, tail))
     return why + node_problems(name, report, expect_gpus)
 
 
