@@ -243,7 +243,8 @@ class SliceIndex:
         self.selected = []            # (nodeSelector, [Device])
         self.incomplete = set()       # (driver, pool) being updated
         self.incomplete_on = {}       # node name or None (all nodes) -> {(driver, pool)}
-        for (driver, pool), (_gen, count, members) in pools.items():
+        for (driver, pool), (_gen, count, members) in sorted(pools.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
+            members.sort(key=lambda s: s["metadata"].get("name") or "")
             complete = len(members) >= count
             for s in members:
                 spec = s["spec"]
@@ -260,7 +261,7 @@ class SliceIndex:
                 elif spec.get("nodeSelector"):
                     self.selected.append((spec["nodeSelector"], devs))
         for devs in self.by_node.values():
-            devs.sort(key=lambda d: d.key)
+            devs.sort(key=lambda d: (d.driver, d.pool))     # pools in order, devices as published
 
     def devices_for(self, node):
         """(devices of the node, with node-local ones first; the nodeSelector of the result)."""
@@ -273,7 +274,9 @@ class SliceIndex:
         return out
 
     def pool_incomplete(self, node):
-        return bool(self.incomplete_on.get(node["metadata"]["name"]) or self.incomplete_on.get(None))
+        """The first pool for this node that is being updated ("driver/pool"), or None."""
+        pools = sorted((self.incomplete_on.get(node["metadata"]["name"]) or set()) | (self.incomplete_on.get(None) or set()))
+        return "%s/%s" % pools[0] if pools else None
 
 
 def allocated_devices(claims):
@@ -299,8 +302,19 @@ class _Slot:
         self.selectors = [s for s in self.selectors if s]
 
 
-def _class_of(classes, name):
-    return classes.get(name)
+def _ref(claim):
+    meta = claim.get("metadata") or {}
+    return "%s/%s" % (meta["namespace"], meta.get("name")) if meta.get("namespace") else meta.get("name")
+
+
+def _class_of(classes, name, claim, request):
+    if not name:
+        raise AllocationError("claim %s, request %s: missing device class name (unsupported request type?)"
+                              % (_ref(claim), request))
+    klass = classes.get(name)
+    if klass is None:
+        raise AllocationError("claim %s, request %s: could not retrieve device class %s" % (_ref(claim), request, name))
+    return klass
 
 
 def allocate(claims, node, index, in_use, classes):
@@ -316,15 +330,12 @@ def allocate(claims, node, index, in_use, classes):
             options = []
             if req.get("firstAvailable"):
                 for sub in req["firstAvailable"]:
-                    klass = _class_of(classes, sub.get("deviceClassName"))
-                    if klass is None:
-                        return None
+                    rname = "%s/%s" % (req.get("name"), sub.get("name"))
+                    klass = _class_of(classes, sub.get("deviceClassName"), claim, rname)
                     options.append(_Slot(ci, "%s/%s" % (req.get("name"), sub.get("name")), sub, klass))
             else:
                 exact = req.get("exactly") or {}
-                klass = _class_of(classes, exact.get("deviceClassName"))
-                if klass is None:
-                    return None
+                klass = _class_of(classes, exact.get("deviceClassName"), claim, req.get("name"))
                 options.append(_Slot(ci, req.get("name"), exact, klass))
             reqs.append((req.get("name"), options))
         alternatives.append(reqs)
@@ -332,9 +343,11 @@ def allocate(claims, node, index, in_use, classes):
     for reqs in alternatives:
         for _name, options in reqs:
             for slot in options:
-                slot.cands = [d for d in free if all(d.matches(e) for e in slot.selectors)]
                 if slot.mode == "All" and index.pool_incomplete(node):
-                    slot.cands = None        # "asks for all devices, but resource pool ... is currently being updated"
+                    raise AllocationError("claim %s, request %s: asks for all devices, but resource pool %s is "
+                                          "currently being updated" % (_ref(claims[slot.claim_i]), slot.name,
+                                                                       index.pool_incomplete(node)))
+                slot.cands = [d for d in free if all(d.matches(e) for e in slot.selectors)]
     picked = {}                # claim index -> [(request name, Device)]
     taken = set()
 
@@ -383,7 +396,10 @@ def allocate(claims, node, index, in_use, classes):
         for d in devs:
             lst.append((slot.name, d))
             taken.add(d.key)
-        ok = constraints_ok(ci, claims[ci]) and len(lst) <= MAX_RESULTS and fill(k + 1)
+            if not constraints_ok(ci, claims[ci]):
+                raise AllocationError("claim %s, request %s: cannot add device %s/%s/%s because a claim constraint "
+                                      "would not be satisfied" % (_ref(claims[ci]), slot.name, d.driver, d.pool, d.name))
+        ok = len(lst) <= MAX_RESULTS and fill(k + 1)
         if not ok:
             for d in devs:
                 lst.pop()
