@@ -35,6 +35,19 @@ C_ID_MSG = ("a valid C identifier must start with alphabetic character or '_', f
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z-.]+)?(?:\+[0-9A-Za-z-.]+)?$")
 
 
+class _Raw:
+    """A value printed as is (Go's field.Invalid with a nil value prints `null`)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+NULL = _Raw("null")
+
+
 # -- defaults (pkg/apis/resource/v1/defaults.go) ------------------------------------------------
 
 def _default_exact(req):
@@ -187,7 +200,7 @@ def validate_claim_spec(spec, path):
             errs.append(FieldError("Required value", p, None,
                                    "exactly one of `exactly` or `firstAvailable` is required"))
         elif kinds > 1:
-            errs.append(FieldError("Invalid value", p, "null",
+            errs.append(FieldError("Invalid value", p, NULL,
                                    "exactly one of `exactly` or `firstAvailable` is required, but multiple "
                                    "fields are set"))
         if exactly is not None:
@@ -242,7 +255,7 @@ def _opaque(opaque, path, errs):
 
 def _immutable(new, old, path):
     if new != old:
-        return [FieldError("Invalid value", path, "object", "field is immutable")]
+        return [FieldError("Invalid value", path, _Raw("object"), "field is immutable")]
     return []
 
 
@@ -279,7 +292,7 @@ def validate_claim_status(obj, old):
                                "may not be specified when `allocated` is not set"))
     if old_st.get("allocation") is not None and st.get("allocation") is not None \
             and st["allocation"] != old_st["allocation"]:
-        errs.append(FieldError("Invalid value", "status.allocation", "object", "field is immutable"))
+        errs.append(FieldError("Invalid value", "status.allocation", _Raw("object"), "field is immutable"))
     results = ((st.get("allocation") or {}).get("devices") or {}).get("results") or []
     if len(results) > MAX_RESULTS:
         errs.append(_too_many("status.allocation.devices.results", len(results), MAX_RESULTS))
@@ -339,7 +352,7 @@ def _attribute(name, value, path, errs):
         _c_identifier(name, p, errs)
     kinds = [k for k in ("bool", "int", "string", "version") if isinstance(value, dict) and k in value]
     if len(kinds) != 1:
-        errs.append(FieldError("Invalid value", p, "object", "exactly one value must be specified"
+        errs.append(FieldError("Invalid value", p, _Raw("object"), "exactly one value must be specified"
                                if kinds else "exactly one value must be specified"))
         return
     v = value[kinds[0]]
@@ -375,7 +388,7 @@ def validate_slice(obj, old):
                                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
                                "`perDeviceNodeSelection` is required"))
     elif len(selection) > 1:
-        errs.append(FieldError("Invalid value", "spec", "{`" + "`, `".join(selection) + "`}",
+        errs.append(FieldError("Invalid value", "spec", NULL,
                                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
                                "`perDeviceNodeSelection` is required, but multiple fields are set"))
     if spec.get("nodeName"):
