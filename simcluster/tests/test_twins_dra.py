@@ -253,3 +253,46 @@ def test_constraint_match_attribute_keeps_devices_on_one_parent_gpu(cluster):
     name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
     devs = [r["device"] for r in c.store.get(CLAIMS, "default", name)["status"]["allocation"]["devices"]["results"]]
     assert devs == ["gpu-1-mig-1g-10gb-0", "gpu-1-mig-1g-10gb-1"]
+
+
+# -- KAI: v0.17's binder runs the DynamicResources plugin (chart: binder plugins dynamicresources=200) ----
+
+def test_kai_gang_with_claims_is_placed_all_or_none_on_distinct_devices():
+    from simcluster.tests.test_twins_kai import Kai, PODGROUPS, QUEUES, podgroup, queue
+    with Kai() as c:
+        c.install()
+        c.wait(lambda: (c.store.get("deployments.apps", "kai-scheduler", "kai-scheduler-default") or {})
+               .get("status", {}).get("readyReplicas"), what="scheduler deployed by the operator")
+        c.store.create(QUEUES, queue("research", 4))
+        c.store.create(QUEUES, queue("team-a", 4, parent="research"))
+        c.store.create(CLASSES, device_class("gpu.nvidia.com", "gpu"))
+        c.store.create(SLICES, resource_slice("gpu-1", [gpu_device(1, i) for i in range(2)]))
+        c.store.create(TEMPLATES, template("one-gpu", [exact("gpu", "gpu.nvidia.com")], ns="team-a"))
+
+        def member(name, group):
+            p = claim_pod(name, "one-gpu", ns="team-a", scheduler="kai-scheduler", behaviour="run")
+            p["metadata"]["annotations"].update({"pod-group-name": group, "kai.scheduler/skip-podgrouper": "true"})
+            return p
+        c.store.create(PODGROUPS, podgroup("three", "team-a", 3, "team-a"))
+        for i in range(3):
+            c.store.create("pods", member("t%d" % i, "three"))
+        c.wait(lambda: all((c.pod("team-a", "t%d" % i).get("status") or {}).get("resourceClaimStatuses")
+                           for i in range(3)), what="claims created")
+        c.settle()
+        assert c.running("team-a") == []                       # two GPUs for a gang of three: none starts
+        msg = c.store.get(PODGROUPS, "team-a", "three")["status"]["schedulingConditions"][0]["message"]
+        assert "cannot allocate all claims" in msg or "could not fit all pods of the gang" in msg
+        for i in range(3):
+            c.store.delete("pods", "team-a", "t%d" % i)
+        c.store.create(PODGROUPS, podgroup("two", "team-a", 2, "team-a"))
+        for i in range(2):
+            c.store.create("pods", member("w%d" % i, "two"))
+        c.wait(lambda: c.running("team-a") == ["w0", "w1"], what="the gang of two")
+        devices = set()
+        for i in range(2):
+            name = c.pod("team-a", "w%d" % i)["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            cl = c.store.get(CLAIMS, "team-a", name)
+            devices.update(r["device"] for r in cl["status"]["allocation"]["devices"]["results"])
+            assert cl["status"]["reservedFor"][0]["name"] == "w%d" % i
+        assert devices == {"gpu-0", "gpu-1"}
+        assert c.handle.errors == []

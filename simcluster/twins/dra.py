@@ -21,7 +21,7 @@ structured allocator per node (`cannot allocate all claims`; an allocated claim'
 from ..errors import ApiError
 from . import dra_allocator as alloc
 from .matching import node_selector_term_matches
-from .util import clone, pod_active
+from .util import clone, pod_active, random_suffix
 
 CLAIMS, SLICES, CLASSES, TEMPLATES = alloc.CLAIMS, alloc.SLICES, alloc.CLASSES, alloc.TEMPLATES
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -182,7 +182,7 @@ class PodState:
                         return False          # another pod was faster
                     if alloc.FINALIZER not in (cur["metadata"].get("finalizers") or []):
                         cur["metadata"].setdefault("finalizers", []).append(alloc.FINALIZER)
-                        cur = store.update(CLAIMS, cur, field_manager="kube-scheduler")
+                        cur = store.update(CLAIMS, cur)
                     status = clone(cur.get("status") or {})
                     status["allocation"] = allocation
                     for r in allocation["devices"]["results"]:
@@ -191,7 +191,7 @@ class PodState:
                     status = clone(cur.get("status") or {})
                 status["reservedFor"] = list(status.get("reservedFor") or []) + [ref]
                 cur["status"] = status
-                store.update_status(CLAIMS, cur, field_manager="kube-scheduler")
+                store.update_status(CLAIMS, cur)
             except ApiError as err:
                 if err.code in (404, 409):
                     return False
@@ -247,7 +247,10 @@ class ResourceClaimController:
                 annotations = dict(tmeta.get("annotations") or {})
                 annotations[POD_CLAIM_ANNOTATION] = entry.get("name")
                 claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                         "metadata": {"generateName": generate_name(pod["metadata"]["name"], entry.get("name")),
+                         # generateName as upstream; the suffix is drawn here (the twins' store protocol has no
+                         # generateName), the same 5 characters the API server would append
+                         "metadata": {"name": generate_name(pod["metadata"]["name"], entry.get("name"))
+                                      + random_suffix(5),
                                       "namespace": ns, "annotations": annotations,
                                       "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
                                                            "name": pod["metadata"]["name"],
@@ -257,7 +260,7 @@ class ResourceClaimController:
                 if tmeta.get("labels"):
                     claim["metadata"]["labels"] = dict(tmeta["labels"])
                 try:
-                    existing = ctx.store.create(CLAIMS, claim, field_manager="resourceclaim-controller")
+                    existing = ctx.store.create(CLAIMS, claim)
                 except ApiError as err:
                     # e.g. the namespace's ResourceQuota: the pod keeps waiting, the reason is on it
                     ctx.event_once(pod, "FailedResourceClaimCreation", "PodResourceClaim %s: create "
@@ -301,7 +304,7 @@ class ResourceClaimController:
                     status.pop("reservedFor", None)
                     status.pop("allocation", None)       # deallocate: the devices are free again
                 cur["status"] = status
-                cur = store.update_status(CLAIMS, cur, field_manager="resourceclaim-controller")
+                cur = store.update_status(CLAIMS, cur)
                 claim = cur
             if not keep and alloc.FINALIZER in (claim["metadata"].get("finalizers") or []) \
                     and (claim.get("status") or {}).get("allocation") is None:
@@ -309,7 +312,7 @@ class ResourceClaimController:
                 if cur is not None:
                     cur["metadata"]["finalizers"] = [f for f in cur["metadata"].get("finalizers") or []
                                                      if f != alloc.FINALIZER]
-                    store.update(CLAIMS, cur, field_manager="resourceclaim-controller")
+                    store.update(CLAIMS, cur)
             if not keep and owner_done and not meta.get("deletionTimestamp"):
                 store.delete(CLAIMS, ns, name)
         except ApiError as err:
