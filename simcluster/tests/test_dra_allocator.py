@@ -282,3 +282,22 @@ def test_a_thousand_nodes_are_indexed_once():
     got = allocate([claim("claim-0", request(REQ0, CLASS_A, 8))], node("node-999"), index, set(),
                    {CLASS_A: klass(CLASS_A, DRIVER_A)})
     assert [r["device"] for r in got[0]["devices"]["results"]] == ["gpu-%d" % j for j in range(8)]
+
+
+@pytest.mark.parametrize("expr", [
+    "device.driver == 'driver-a' && device.attributes['driver-a'].type == 'gpu'",
+    "device.driver == 'driver-b' && device.attributes['driver-a'].type == 'gpu'",
+    "device.attributes['driver-a'].index == 1 && device.attributes['driver-a'].healthy == true",
+    "device.attributes['driver-a'].profile == '1g.10gb'",
+    "device.driver == 'driver-b' && device.attributes['driver-a'].profile == '1g.10gb'",
+])
+def test_fast_selectors_agree_with_cel(expr):
+    from simcluster.twins import dra_allocator as alloc
+    dev = alloc.Device(DRIVER_A, POOL1, device(DEV1, None, {"type": {"string": "gpu"}, "index": {"int": 1},
+                                                            "healthy": {"bool": True}}))
+    assert alloc._fast(expr) is not None
+    fast = alloc._evaluate(expr, dev)
+    alloc._fast.cache_clear()
+    slow_expr = "(" + expr + ") || false"       # another shape: evaluated by cel-python
+    assert alloc._fast(slow_expr) is None
+    assert alloc._evaluate(slow_expr, dev) == fast

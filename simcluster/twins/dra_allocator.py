@@ -27,6 +27,7 @@ a pod looks only at the devices of the node being filtered.
 """
 
 import functools
+import re
 
 from simcluster.validation import cel
 from simcluster.validation.quantity import Quantity
@@ -92,6 +93,9 @@ if cel.celpy is not None:
     }
 else:  # pragma: no cover
     FUNCTIONS = {}
+
+
+_SEMVER_TYPES = (CelSemver,) if cel.celpy is not None else ()
 
 
 def _is_quantity(s):
@@ -206,7 +210,68 @@ def _to_cel(v):
     return celtypes.StringType("" if v is None else str(v))
 
 
+_TERM_DRIVER = re.compile(r"""^device\.driver\s*==\s*(['"])([^'"]*)\1$""")
+_TERM_ATTR = re.compile(r"""^device\.attributes\[(['"])([^'"]+)\1\]\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*"""
+                        r"""(?:(['"])([^'"]*)\4|(-?\d+)|(true|false))$""")
+
+
+@functools.lru_cache(maxsize=4096)
+def _fast(expr):
+    """The selectors drivers and classes write most (`device.driver == '...'`, `device.attributes['d'].a ==
+    <literal>`, joined by &&) as Python tests: cel-python walks the AST at ~0.3 ms a device, too slow for
+    1000 nodes of 8 GPUs. None when the expression has another shape (then CEL runs)."""
+    terms = []
+    for part in expr.split("&&"):
+        part = part.strip()
+        while part.startswith("(") and part.endswith(")"):
+            part = part[1:-1].strip()
+        m = _TERM_DRIVER.match(part)
+        if m:
+            terms.append(("driver", m.group(2)))
+            continue
+        m = _TERM_ATTR.match(part)
+        if m is None or "||" in part:
+            return None
+        if m.group(5) is not None or m.group(4):
+            value = m.group(5)
+        elif m.group(6) is not None:
+            value = int(m.group(6))
+        else:
+            value = m.group(7) == "true"
+        terms.append(("attr", m.group(2) + "/" + m.group(3), value))
+    return terms
+
+
+_MISSING = object()
+
+
+def _fast_eval(terms, device):
+    """CEL's &&: false wins over an error, an error over true."""
+    error = None
+    for term in terms:
+        if term[0] == "driver":
+            ok = device.driver == term[1]
+        else:
+            got = device.attrs.get(term[1], _MISSING)
+            if got is _MISSING:
+                error = error or "CEL runtime error: no such key: %s" % term[1].rsplit("/", 1)[1]
+                continue
+            want = term[2]
+            if isinstance(want, bool) or isinstance(got, bool):
+                ok = isinstance(got, bool) and isinstance(want, bool) and got == want
+            elif isinstance(want, int):
+                ok = isinstance(got, int) and got == want
+            else:
+                ok = isinstance(got, str) and str(got) == want and not isinstance(got, _SEMVER_TYPES)
+        if not ok:
+            return False
+    return error or True
+
+
 def _evaluate(expr, device):
+    terms = _fast(expr)
+    if terms is not None:
+        return _fast_eval(terms, device)
     prog = _program(expr)
     if prog is None:
         return True          # no CEL library: every device matches (documented)
@@ -215,7 +280,8 @@ def _evaluate(expr, device):
     try:
         result = cel.evaluate(prog, device.activation())
     except cel.EvalError as exc:
-        return "CEL runtime error: %s" % exc
+        m = re.search(r"no such member in mapping: '([^']+)'", str(exc))
+        return "CEL runtime error: %s" % ("no such key: " + m.group(1) if m else exc)
     if not isinstance(result, (bool, celtypes.BoolType)):
         return "CEL result type is not bool"
     return bool(result)
