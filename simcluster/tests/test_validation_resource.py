@@ -222,3 +222,22 @@ def test_claim_quota_matching_resources():
     for key in ("resourceclaims", "storage", "ephemeral-storage", "bronze.deviceclass.resource.k8s.io/storage",
                 "gpu.storage.k8s.io/requests.storage"):
         assert not quota_mod.is_claim_key(key)
+
+
+def test_pod_resource_claims_and_container_claims(store):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "t"},
+                                       {"name": "gpu"}],
+                    "containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"claims": [{"name": "gpu"}, {"name": "gpu"}, {"name": "tpu"}]}}]}}
+    with pytest.raises(ApiError) as err:
+        store.create("pods", pod)
+    msg = err.value.message
+    assert ("spec.resourceClaims[0]: Invalid value: object: at most one of `resourceClaimName` or "
+            "`resourceClaimTemplateName` may be specified") in msg
+    assert 'spec.resourceClaims[1].name: Duplicate value: "gpu"' in msg
+    assert ("spec.resourceClaims[1]: Invalid value: object: must specify one of: `resourceClaimName`, "
+            "`resourceClaimTemplateName`") in msg
+    assert 'spec.containers[0].resources.claims[1]: Duplicate value: "gpu"' in msg
+    assert ('spec.containers[0].resources.claims[2].name: Not found: "tpu": must be one of the names in '
+            'pod.spec.resourceClaims: gpu') in msg
