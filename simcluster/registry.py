@@ -180,6 +180,7 @@ class Registry:
         self._by_key = {}
         self.generation = 0
         release = release_of(kubernetes_version)
+        self.server_version = server_version(kubernetes_version)
         for info in BUILTINS:
             if info.since is not None and release is not None and release < info.since:
                 continue    # not served by that release (the cluster file's kubernetes_version)
@@ -237,6 +238,18 @@ class Registry:
                     keep[info.key] = info
             self._by_key = keep
             self._rebuild()
+
+
+def server_version(version):
+    """GET /version of a control plane at `version` (the cluster file's kubernetes_version)."""
+    release = release_of(version)
+    if release is None:
+        return dict(SERVER_VERSION)
+    text = str(version) if str(version).startswith("v") else "v" + str(version)
+    major, minor = release
+    return dict(SERVER_VERSION, major=str(major), minor=str(minor), gitVersion=text.split("-")[0] + "-simcluster",
+                emulationMajor=str(major), emulationMinor=str(minor), minCompatibilityMajor=str(major),
+                minCompatibilityMinor=str(minor - 1))
 
 
 def release_of(version):

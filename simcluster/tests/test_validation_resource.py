@@ -180,6 +180,10 @@ def test_api_served_from_1_34_only():
     assert Registry("v1.34.0").get(CLAIMS).api_version() == RK
     assert sorted(i.plural for i in Registry("v1.34.0").in_group_version("resource.k8s.io", "v1")) == [
         "deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]
+    # GET /version follows the cluster file's kubernetes_version
+    version = Registry("v1.33.4").server_version
+    assert (version["major"], version["minor"], version["gitVersion"]) == ("1", "33", "v1.33.4-simcluster")
+    assert Registry().server_version["gitVersion"] == "v1.35.0-simcluster"
 
 
 # -- pkg/quota/v1/evaluator/core/resource_claims_test.go TestResourceClaimEvaluatorUsage ----------
