@@ -296,3 +296,25 @@ def test_kai_gang_with_claims_is_placed_all_or_none_on_distinct_devices():
             assert cl["status"]["reservedFor"][0]["name"] == "w%d" % i
         assert devices == {"gpu-0", "gpu-1"}
         assert c.handle.errors == []
+
+
+def test_claim_from_a_template_over_quota_is_refused_and_the_pod_waits(cluster):
+    c = cluster
+    c.namespace("team-b")
+    c.store.create("resourcequotas", {"apiVersion": "v1", "kind": "ResourceQuota",
+                                      "metadata": {"name": "gpus", "namespace": "team-b"},
+                                      "spec": {"hard": {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "1"}}})
+    c.store.create(TEMPLATES, template("one-gpu", [exact("gpu", "gpu.nvidia.com")], ns="team-b"))
+    c.store.create("pods", claim_pod("first", "one-gpu", ns="team-b", behaviour="run"))
+    c.wait(lambda: status_word(c.pod("team-b", "first")) == "Running", what="first running")
+    c.store.create("pods", claim_pod("second", "one-gpu", ns="team-b", behaviour="run"))
+    msg = c.wait(lambda: (scheduled(c, "second", "team-b") or {}).get("message"), what="second pending")
+    assert msg == ('0/3 nodes are available: pod "team-b/second": ResourceClaim not created yet. preemption: 0/3 '
+                   'nodes are available: 3 Preemption is not helpful for scheduling.')
+    events = c.wait(lambda: c.events("FailedResourceClaimCreation", "second"), what="the controller's event")
+    assert "is forbidden: exceeded quota: gpus, requested: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1, " \
+           "used: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1, limited: " \
+           "gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1" in events[0]["message"]
+    # the first pod ends: its claim goes, the quota frees, the second pod's claim is made and it runs
+    c.store.delete("pods", "team-b", "first")
+    c.wait(lambda: status_word(c.pod("team-b", "second")) == "Running", timeout=20, what="second running")
