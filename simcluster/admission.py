@@ -14,7 +14,7 @@ import threading
 import weakref
 
 from simcluster.errors import ApiError, forbidden, not_found
-from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
+from simcluster.quota_usage import UsageMemo, claims_in, count_keys, object_counts, refs
 from simcluster.validation import builtin_fields, core, names, podsecurity, schema
 from simcluster.validation import limitranger, vap
 from simcluster.validation import resource as dra
@@ -471,7 +471,7 @@ def _quota(st, store, resource, obj):
                 continue
             pvcs = (refs(store, "persistentvolumeclaims", ns) if resource == "persistentvolumeclaims"
                     and any(quota_mod.is_pvc_key(k) for k in hard) else ())
-            claims = (refs(store, CLAIMS, ns) if any(quota_mod.is_claim_key(k) for k in hard) else ())
+            claims = (claims_in(store, ns) if any(quota_mod.is_claim_key(k) for k in hard) else ())
             used = quota_mod.compute_used(q, [], object_counts(store, ns, q), pvcs=pvcs, claims=claims)
         why = quota_mod.check(q, delta, used)
         if why:

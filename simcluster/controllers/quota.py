@@ -8,7 +8,7 @@ when a PersistentVolumeClaim changes, and when an object a quota counts is added
 import threading
 
 from simcluster.controllers.status import write_status
-from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
+from simcluster.quota_usage import UsageMemo, claims_in, count_keys, object_counts, refs
 from simcluster.validation import quota as quota_mod
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -60,7 +60,7 @@ class QuotaController:
                 try:
                     pvcs = (refs(store, "persistentvolumeclaims", ns)
                             if any(quota_mod.is_pvc_key(k) for k in hard) else ())
-                    claims = (refs(store, CLAIMS, ns)
+                    claims = (claims_in(store, ns)
                               if any(quota_mod.is_claim_key(k) for k in hard) else ())
                     status = quota_mod.status_of(q, pods or [], object_counts(store, ns, q),
                                                  self.usage_of, pvcs, claims)
