@@ -309,7 +309,8 @@ class SliceIndex:
         self.selected = []            # (nodeSelector, [Device])
         self.incomplete = set()       # (driver, pool) being updated
         self.incomplete_on = {}       # node name or None (all nodes) -> {(driver, pool)}
-        for (driver, pool), (_gen, count, members) in sorted(pools.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
+        for (driver, pool), (_gen, count, members) in sorted(pools.items(),
+                                                             key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
             members.sort(key=lambda s: s["metadata"].get("name") or "")
             complete = len(members) >= count
             for s in members:
@@ -341,7 +342,8 @@ class SliceIndex:
 
     def pool_incomplete(self, node):
         """The first pool for this node that is being updated ("driver/pool"), or None."""
-        pools = sorted((self.incomplete_on.get(node["metadata"]["name"]) or set()) | (self.incomplete_on.get(None) or set()))
+        pools = sorted((self.incomplete_on.get(node["metadata"]["name"]) or set())
+                       | (self.incomplete_on.get(None) or set()))
         return "%s/%s" % pools[0] if pools else None
 
 
@@ -363,9 +365,9 @@ class _Slot:
         self.claim_i, self.name, self.req, self.klass = claim_i, name, req, klass
         self.mode = req.get("allocationMode") or "ExactCount"
         self.count = int(req.get("count") or 1)
-        self.selectors = [((s or {}).get("cel") or {}).get("expression") for s in (klass.get("spec") or {}).get("selectors") or ()] + \
-            [((s or {}).get("cel") or {}).get("expression") for s in req.get("selectors") or ()]
-        self.selectors = [s for s in self.selectors if s]
+        exprs = [((s or {}).get("cel") or {}).get("expression")
+                 for s in list((klass.get("spec") or {}).get("selectors") or ()) + list(req.get("selectors") or ())]
+        self.selectors = [e for e in exprs if e]      # the class's first, then the request's
 
 
 def _ref(claim):
@@ -463,8 +465,9 @@ def allocate(claims, node, index, in_use, classes):
             lst.append((slot.name, d))
             taken.add(d.key)
             if not constraints_ok(ci, claims[ci]):
-                raise AllocationError("claim %s, request %s: cannot add device %s/%s/%s because a claim constraint "
-                                      "would not be satisfied" % (_ref(claims[ci]), slot.name, d.driver, d.pool, d.name))
+                raise AllocationError("claim %s, request %s: cannot add device %s/%s/%s because a claim "
+                                      "constraint would not be satisfied"
+                                      % (_ref(claims[ci]), slot.name, d.driver, d.pool, d.name))
         ok = len(lst) <= MAX_RESULTS and fill(k + 1)
         if not ok:
             for d in devs:

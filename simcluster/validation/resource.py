@@ -359,7 +359,8 @@ def _attribute(name, value, path, errs):
     if kinds[0] == "string" and len(v or "") > MAX_STRING:
         errs.append(FieldError("Too long", p + ".string", v, "may not be more than %d bytes" % MAX_STRING))
     if kinds[0] == "version" and not SEMVER.match(v or ""):
-        errs.append(FieldError("Invalid value", p + ".version", v, "must be a string compatible with semver.org spec 2.0.0"))
+        errs.append(FieldError("Invalid value", p + ".version", v,
+                               "must be a string compatible with semver.org spec 2.0.0"))
 
 
 def validate_slice(obj, old):
