@@ -186,7 +186,8 @@ class PodState:
                     status = clone(cur.get("status") or {})
                     status["allocation"] = allocation
                     for r in allocation["devices"]["results"]:
-                        self.dpass.in_use.add((r["driver"], r["pool"], r["device"]))
+                        if not r.get("adminAccess"):
+                            self.dpass.in_use.add((r["driver"], r["pool"], r["device"]))
                 else:
                     status = clone(cur.get("status") or {})
                 status["reservedFor"] = list(status.get("reservedFor") or []) + [ref]
