@@ -352,3 +352,14 @@ def test_kubelet_waits_for_the_driver_on_the_node_to_prepare_the_claim(cluster):
     c.store.update_status(CLAIMS, cl)
     events = c.wait(lambda: c.events("FailedPrepareDynamicResources", "late"), what="driver not registered")
     assert events[0]["message"] == "Failed to prepare dynamic resources: DRA driver gpu.nvidia.com is not registered"
+
+
+def test_namespace_with_claims_in_use_is_deleted(cluster):
+    c = cluster
+    c.namespace("gone")
+    c.store.create(TEMPLATES, template("one-gpu", [exact("gpu", "gpu.nvidia.com")], ns="gone"))
+    c.store.create("pods", claim_pod("p", "one-gpu", ns="gone", behaviour="run"))
+    c.wait(lambda: status_word(c.pod("gone", "p")) == "Running", what="running")
+    c.store.delete("namespaces", None, "gone")
+    c.wait(lambda: c.store.get("namespaces", None, "gone") is None, timeout=20, what="namespace gone")
+    assert c.store.list(CLAIMS, "gone") == []
