@@ -19,8 +19,9 @@ For one node and the claims of one pod that are not allocated yet:
 Selectors are CEL over `device.driver`, `device.attributes["<domain>"].<name>` and
 `device.capacity["<domain>"].<name>`, with the Kubernetes quantity functions the selectors use
 (`quantity()`, `compareTo`, `isGreaterThan`, `isLessThan`, `asInteger`, `asApproximateFloat`) and
-`semver()` comparisons of version attributes. Not evaluated: admin access, device taints, binding
-conditions, partitionable devices (counters), consumable capacity (docs/simcluster-fidelity.md).
+`semver()` comparisons of version attributes. A request with admin access may use devices in use and
+does not take them. Not evaluated: device taints, binding conditions, partitionable devices
+(counters), consumable capacity (docs/simcluster-fidelity.md).
 
 The slices are indexed once per scheduling pass (SliceIndex: by node, all-nodes, selector slices), so
 a pod looks only at the devices of the node being filtered.
