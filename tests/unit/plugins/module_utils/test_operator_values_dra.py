@@ -111,3 +111,18 @@ def test_image_list_of_the_dra_stack_and_its_mirror():
     mirrored = images(charts.render(gpu_operator_chart("v26.7.0"), operator_values(
         OPERATOR_DRIVER, allocation_api="dra", image_mirror=mirror), "helm3", args=DRA_API))
     assert mirrored and public(mirrored, mirror) == []
+
+
+@pytest.mark.needs_shared
+def test_every_dra_key_exists_in_the_real_values_yaml():
+    import yaml
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import leaf_items
+    from kit.paths import GPU_OPERATOR, need
+    with open(need(GPU_OPERATOR + "/values.yaml")) as fh:
+        chart = yaml.safe_load(fh)
+    for plan in (HOST_DRIVERS, OPERATOR_DRIVER):
+        for path, _value in leaf_items(operator_values(plan, allocation_api="dra")):
+            node = chart
+            for key in path:
+                assert isinstance(node, dict) and key in node, ".".join(path)
+                node = node[key]
