@@ -133,6 +133,12 @@ BUILTINS = [
        "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"]),
     _b("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
        categories=["api-extensions"], subresources=_ST),
+    # Dynamic Resource Allocation (GA in 1.34): the kinds the NVIDIA DRA driver and the
+    # GPUCluster operands use; their validation and the allocator are separate work
+    _b("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    _b("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    _b("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=_ST),
+    _b("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     _b("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
        False, verbs=["create"]),
     _b("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
@@ -144,7 +150,7 @@ GROUP_ORDER = ["apiregistration.k8s.io", "apps", "events.k8s.io", "authenticatio
                "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
                "networking.k8s.io", "policy", "rbac.authorization.k8s.io", "storage.k8s.io",
                "admissionregistration.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io",
-               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io"]
+               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "resource.k8s.io"]
 
 # Built-in types whose strategy maintains metadata.generation (custom resources all do).
 GENERATION = {"pods", "replicationcontrollers", "deployments.apps", "daemonsets.apps",
