@@ -129,6 +129,23 @@ def test_image_falls_back_to_the_operator_env():
     spec = sample()
     spec["draDriver"] = {}
     objs = gpu_cluster.render_dra_driver(spec, "gpu-operator",
-                                         lambda n: {"DRA_DRIVER_IMAGE": "reg.local/dra:v9"}.get(n))
+                                         lambda n: {"DRA_DRIVER_IMAGE": "reg.local/dra:v9", "VALIDATOR_IMAGE": "reg.local/op:v1"}.get(n))
     ds = next(o for o in objs if o["kind"] == "DaemonSet")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg.local/dra:v9"
+
+
+def test_missing_images_fail_the_state_as_the_operator_words_it():
+    spec = dict(sample(), dcgmExporter={})
+    states = {name: err for name, _, err in gpu_cluster.render_states(spec, "gpu-operator", lambda n: None)}
+    assert states["state-dcgm-exporter"] == (
+        "failed to create k8s objects from manifests: failed to construct state-dcgm-exporter image path: "
+        "empty image path provided through both CR and ENV DCGM_EXPORTER_IMAGE")
+    assert states["state-dra-driver"] == (
+        "failed to create k8s objects from manifests: failed to construct DRA driver spec: failed to construct "
+        "DRA driver validator image path: empty image path provided through both CR and ENV VALIDATOR_IMAGE")
+    assert states["state-dcgm"] is None          # off unless enabled: true
+
+
+def test_exporter_is_off_without_its_section():
+    assert [n for n, objs, _ in gpu_cluster.render_states(sample(), "ns", env) if objs] == [
+        "state-dra-driver", "state-dra-validation"]

@@ -69,12 +69,26 @@ fi
 exec %s -v "${LOG_VERBOSITY}\""""
 
 
-def image_path(repository, image, version, fallback):
-    """internal/image.ImagePath: repo/image:version (@ for sha256), else the env fallback."""
-    if repository and image and version:
+class ImageError(Exception):
+    """A state's image cannot be resolved: the state fails to render (ReconcileFailed)."""
+
+
+def image_path(repository, image, version, env_name, env):
+    """internal/image.ImagePath: the CR's repository/image:version (@ for sha256), a bare image,
+    else the operator pod's env `env_name`."""
+    path = None
+    if not repository and not version:
+        path = image or None
+    elif not (repository and image and version):
+        raise ImageError("invalid image specification: repository, image and version must all be set "
+                         "(repository=%s, image=%s, version=%s)" % (repository or "", image or "", version or ""))
+    else:
         sep = "@" if version.startswith("sha256:") else ":"
-        return "%s/%s%s%s" % (repository, image, sep, version)
-    return fallback
+        path = "%s/%s%s%s" % (repository, image, sep, version)
+    path = path or env(env_name)
+    if not path:
+        raise ImageError("empty image path provided through both CR and ENV %s" % env_name)
+    return path
 
 
 def compute_domains_enabled(spec):
@@ -86,7 +100,8 @@ def dcgm_enabled(spec):
 
 
 def exporter_enabled(spec):
-    return (spec.get("dcgmExporter") or {}).get("enabled") is not False
+    """configurableState.isEnabled: a dcgmExporter section whose enabled is not false."""
+    return spec.get("dcgmExporter") is not None and spec["dcgmExporter"].get("enabled") is not False
 
 
 def health_port(kubelet_plugin, default):
@@ -184,8 +199,17 @@ def render_dra_driver(spec, namespace, env):
     dsets = spec.get("daemonsets") or {}
     paths = spec.get("hostPaths") or {}
     cd = compute_domains_enabled(spec)
-    image = image_path(dra.get("repository"), dra.get("image"), dra.get("version"), env("DRA_DRIVER_IMAGE"))
-    init_image = env("VALIDATOR_IMAGE")
+    for what, args in (("", (dra.get("repository"), dra.get("image"), dra.get("version"), "DRA_DRIVER_IMAGE")),
+                       ("validator ", (None, None, None, "VALIDATOR_IMAGE"))):
+        try:
+            path = image_path(*args, env=env)
+        except ImageError as err:
+            raise ImageError("failed to construct DRA driver spec: failed to construct DRA driver %simage path: %s"
+                             % (what, err))
+        if what:
+            init_image = path
+        else:
+            image = path
     pull = dra.get("imagePullPolicy")
     gates = dra.get("featureGates") or {}
     kubelet_root = paths.get("kubeletRootDir") or "/var/lib/kubelet"
@@ -386,7 +410,7 @@ def _tolerations(pod_spec, dsets):
 
 def render_dra_validation(spec, namespace, env):
     dsets = spec.get("daemonsets") or {}
-    image = env("VALIDATOR_IMAGE")
+    image = _component_image("state-dra-validation", {}, "VALIDATOR_IMAGE", env)
     base = {"app.kubernetes.io/name": VALIDATOR, "app.kubernetes.io/component": VALIDATOR}
     pod_spec = {"priorityClassName": "system-node-critical", "serviceAccountName": VALIDATOR,
                 "nodeSelector": {DEPLOY + "dra-validator": "true"},
@@ -412,14 +436,17 @@ def render_dra_validation(spec, namespace, env):
     return [_admin_template(VALIDATOR + "-gpu", namespace, "validation-gpu", False), ds]
 
 
-def _component_image(comp, env_name, env):
-    return image_path(comp.get("repository"), comp.get("image"), comp.get("version"), env(env_name))
+def _component_image(state, comp, env_name, env):
+    try:
+        return image_path(comp.get("repository"), comp.get("image"), comp.get("version"), env_name, env)
+    except ImageError as err:
+        raise ImageError("failed to construct %s image path: %s" % (state, err))
 
 
 def render_dcgm(spec, namespace, env):
     comp = spec.get("dcgm") or {}
     dsets = spec.get("daemonsets") or {}
-    image = _component_image(comp, "DCGM_IMAGE", env)
+    image = _component_image("state-dcgm", comp, "DCGM_IMAGE", env)
     probe = {"tcpSocket": {"port": DCGM_PORT}, "initialDelaySeconds": 15}
     c = {"name": "nvidia-dcgm-ctr", "image": image, "securityContext": {"privileged": True},
          "ports": [{"name": "dcgm", "containerPort": DCGM_PORT}], "livenessProbe": clone(probe),
@@ -445,7 +472,7 @@ def render_dcgm(spec, namespace, env):
 def render_dcgm_exporter(spec, namespace, env):
     comp = spec.get("dcgmExporter") or {}
     dsets = spec.get("daemonsets") or {}
-    image = _component_image(comp, "DCGM_EXPORTER_IMAGE", env)
+    image = _component_image("state-dcgm-exporter", comp, "DCGM_EXPORTER_IMAGE", env)
     env_list = [{"name": "DCGM_EXPORTER_LISTEN", "value": ":%d" % EXPORTER_PORT},
                 {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
                 {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/dcp-metrics-included.csv"},
@@ -484,8 +511,17 @@ def render_dcgm_exporter(spec, namespace, env):
 
 
 def render_states(spec, namespace, env):
-    """[(state name, [objects] or None when the state renders nothing)] in the operator's order."""
-    return [("state-dra-driver", render_dra_driver(spec, namespace, env)),
-            ("state-dcgm", render_dcgm(spec, namespace, env) if dcgm_enabled(spec) else None),
-            ("state-dcgm-exporter", render_dcgm_exporter(spec, namespace, env) if exporter_enabled(spec) else None),
-            ("state-dra-validation", render_dra_validation(spec, namespace, env))]
+    """[(state name, [objects] ([] when the state is off), error or None)] in the operator's order."""
+    plan = [("state-dra-driver", True, render_dra_driver), ("state-dcgm", dcgm_enabled(spec), render_dcgm),
+            ("state-dcgm-exporter", exporter_enabled(spec), render_dcgm_exporter),
+            ("state-dra-validation", True, render_dra_validation)]
+    out = []
+    for name, enabled, render in plan:
+        if not enabled:
+            out.append((name, [], None))
+            continue
+        try:
+            out.append((name, render(spec, namespace, env), None))
+        except ImageError as err:
+            out.append((name, None, "failed to create k8s objects from manifests: %s" % err))
+    return out

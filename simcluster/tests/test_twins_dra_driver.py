@@ -1,0 +1,255 @@
+"""The GPU Operator twin with a GPUCluster (DRA stack) and the DRA driver twin's ResourceSlices.
+
+Cluster tests/clusters/dra.yaml on the real store: the operator Deployment as the chart renders
+it, the GPUCluster CRD from the chart v26.7.0 (crds/nvidia.com_gpuclusters.yaml), and the
+GPUCluster CR with the spec the chart renders for gpuCluster.deployCR=true.
+"""
+
+import pytest
+
+from simcluster.errors import ApiError
+from simcluster.twins import gpu_cluster as gc_state
+from simcluster.twins.dra_driver import gpu_uuid
+from simcluster.twins.gpu_operator import image_crd_files
+from simcluster.twins.testkit import CP, TwinCluster, chart_workloads, cluster_policy
+
+GC = "gpuclusters.nvidia.com"
+SLICES = "resourceslices.resource.k8s.io"
+CRD = "customresourcedefinitions.apiextensions.k8s.io"
+NS = "gpu-operator"
+
+
+def chart_gpu_cluster():
+    """The GPUCluster `helm template` renders from the chart v26.7.0 with gpuCluster.deployCR=true,
+    clusterPolicy.deployCR=false (driver.enabled=false; labels and annotations left out)."""
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": "gpu-cluster"},
+            "spec": {"daemonsets": {"annotations": {}, "labels": {}, "priorityClassName": "system-node-critical",
+                                    "rollingUpdate": {"maxUnavailable": "1"},
+                                    "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu",
+                                                     "operator": "Exists"}],
+                                    "updateStrategy": "RollingUpdate"},
+                     "dcgm": {"enabled": False, "image": "dcgm", "imagePullPolicy": "IfNotPresent",
+                              "repository": "nvcr.io/nvidia/cloud-native", "version": "4.6.0-1-ubuntu24.04"},
+                     "dcgmExporter": {"enabled": True, "image": "dcgm-exporter", "imagePullPolicy": "IfNotPresent",
+                                      "repository": "nvcr.io/nvidia/k8s", "version": "4.6.0-4.8.3-distroless"},
+                     "draDriver": {"computeDomains": {"enabled": True}, "image": "dra-driver-nvidia-gpu",
+                                   "imagePullPolicy": "IfNotPresent", "repository": "nvcr.io/nvidia",
+                                   "version": "v0.5.0"},
+                     "hostPaths": {"driverInstallDir": "/run/nvidia/driver"}}}
+
+
+def start(operator=True, cluster=True):
+    c = TwinCluster("dra.yaml", store="real")
+    files = image_crd_files("v26.7.0")
+    if "nvidia.com_gpuclusters.yaml" not in files:
+        c.handle.stop()
+        pytest.skip("chart gpu-operator-v26.7.0.tgz not found (../shared next to the repo?)")
+    for crd in files["nvidia.com_gpuclusters.yaml"]:
+        c.store.create(CRD, crd)
+    c.namespace(NS, {"pod-security.kubernetes.io/enforce": "privileged"})
+    c.ns = NS
+    if operator:
+        for obj in chart_workloads(NS):
+            c.store.create("deployments.apps" if obj["kind"] == "Deployment" else "daemonsets.apps", obj)
+    if cluster:
+        c.store.create(GC, chart_gpu_cluster())
+    return c
+
+
+def gc_of(c):
+    return c.store.get(GC, None, "gpu-cluster")
+
+
+def state(c):
+    return ((gc_of(c) or {}).get("status") or {}).get("state")
+
+
+def cond(obj, ctype):
+    return next((x for x in (obj.get("status") or {}).get("conditions") or [] if x["type"] == ctype), None)
+
+
+def slices(c, node=None):
+    return [s for s in c.store.list(SLICES) if node is None or s["spec"].get("nodeName") == node]
+
+
+@pytest.fixture(scope="module")
+def ready():
+    c = start()
+    try:
+        c.wait(lambda: state(c) == "ready", 15, "GPUCluster ready")
+        c.wait(lambda: len(slices(c)) == 4, 10, "4 ResourceSlices")
+        yield c
+    finally:
+        c.handle.stop()
+
+
+def test_status_and_conditions_as_the_operator_sets_them(ready):
+    gc = gc_of(ready)
+    assert gc["status"]["state"] == "ready" and gc["status"]["namespace"] == NS
+    assert cond(gc, "Ready")["status"] == "True" and cond(gc, "Ready")["reason"] == "Reconciled"
+    assert cond(gc, "Ready")["message"] == "All resources have been successfully reconciled"
+    assert cond(gc, "Error")["status"] == "False" and cond(gc, "Error")["reason"] == "Ready"
+    assert gc_state.FINALIZER in gc["metadata"]["finalizers"]
+    ns = ready.store.get("namespaces", None, NS)
+    assert ns["metadata"]["labels"][gc_state.ADMIN_ACCESS_LABEL] == "true"
+
+
+def test_state_objects_deployed(ready):
+    store = ready.store
+    assert sorted(d["metadata"]["name"] for d in store.list("deviceclasses.resource.k8s.io")) == [
+        "compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com", "gpu.nvidia.com",
+        "mig.nvidia.com", "vfio.gpu.nvidia.com"]
+    ds = sorted(d["metadata"]["name"] for d in store.list("daemonsets.apps", NS))
+    assert ds == ["gpu-operator-node-feature-discovery-worker", "nvidia-dcgm-exporter-dra",
+                  "nvidia-dra-driver-kubelet-plugin", "nvidia-dra-validator"]
+    assert store.get("deployments.apps", NS, "nvidia-dra-driver-controller") is not None
+    assert sorted(t["metadata"]["name"] for t in store.list("resourceclaimtemplates.resource.k8s.io", NS)) == [
+        "nvidia-dcgm-exporter-admin", "nvidia-dra-validator-gpu"]
+    plugin = store.get("daemonsets.apps", NS, "nvidia-dra-driver-kubelet-plugin")
+    assert plugin["metadata"]["ownerReferences"][0]["kind"] == "GPUCluster"
+    image = plugin["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0"
+    assert plugin["status"]["numberAvailable"] == 4      # the four GPU nodes, not cpu-1
+
+
+def test_node_labels_of_the_dra_stack(ready):
+    labels = ready.labels("gpu-h100-1")
+    for key in gc_state.STATE_LABELS:
+        assert labels[key] == "true"
+    assert "nvidia.com/gpu.deploy.device-plugin" not in labels
+    assert "nvidia.com/gpu.deploy.container-toolkit" not in labels
+    assert not any(k.startswith("nvidia.com/gpu.deploy.") for k in ready.labels("cpu-1"))
+
+
+def test_no_device_plugin_resources_in_dra_mode(ready):
+    for node in ("gpu-h100-1", "gpu-l40s-1", "gpu-h100-mig-1"):
+        assert ready.allocatable(node) in (None, "0")
+    assert not ready.operand_pods("nvidia-device-plugin-daemonset")
+
+
+def test_one_slice_per_gpu_node_with_the_driver_pool_and_owner(ready):
+    assert sorted(s["spec"]["nodeName"] for s in slices(ready)) == [
+        "gpu-h100-1", "gpu-h100-2", "gpu-h100-mig-1", "gpu-l40s-1"]
+    s = slices(ready, "gpu-h100-1")[0]
+    assert s["metadata"]["name"].startswith("00000-gpu.nvidia.com-gpu-h100-1-")
+    assert s["spec"]["driver"] == "gpu.nvidia.com"
+    assert s["spec"]["pool"] == {"name": "gpu-h100-1", "generation": 1, "resourceSliceCount": 1}
+    owner = s["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Node", "gpu-h100-1", True)
+
+
+def test_whole_gpu_devices(ready):
+    devices = slices(ready, "gpu-h100-1")[0]["spec"]["devices"]
+    assert [d["name"] for d in devices] == ["gpu-%d" % i for i in range(8)]
+    d = devices[3]
+    attrs = d["attributes"]
+    assert attrs["type"] == {"string": "gpu"}
+    assert attrs["uuid"] == {"string": gpu_uuid("gpu-h100-1", 3)}
+    assert attrs["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+    assert attrs["architecture"] == {"string": "Hopper"}
+    assert attrs["brand"] == {"string": "Nvidia"}
+    assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert attrs["driverVersion"] == {"version": "580.95.5"}      # semver-normalised 580.95.05
+    assert attrs["cudaDriverVersion"] == {"version": "13.0.0"}
+    assert attrs["resource.kubernetes.io/pciBusID"] == {"string": "0000:48:00.0"}
+    assert "resource.kubernetes.io/pcieRoot" in attrs
+    assert d["capacity"] == {"memory": {"value": "81559Mi"}}
+    l40s = slices(ready, "gpu-l40s-1")[0]["spec"]["devices"]
+    assert len(l40s) == 4 and l40s[0]["attributes"]["architecture"] == {"string": "Ada Lovelace"}
+
+
+def test_mig_node_publishes_only_its_mig_devices(ready):
+    devices = slices(ready, "gpu-h100-mig-1")[0]["spec"]["devices"]
+    names = [d["name"] for d in devices]
+    # all-balanced on an H100 80GB: 2x 1g.10gb, 1x 2g.20gb, 1x 3g.40gb per GPU, no whole GPU
+    assert len(names) == 8 and not any(n in ("gpu-0", "gpu-1") for n in names)
+    profiles = sorted(d["attributes"]["profile"]["string"] for d in devices if d["name"].startswith("gpu-0-"))
+    assert profiles == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    three = next(d for d in devices if d["name"].startswith("gpu-1-mig-3g40gb-9-"))
+    assert three["attributes"]["type"] == {"string": "mig"}
+    assert three["attributes"]["parentUUID"] == {"string": gpu_uuid("gpu-h100-mig-1", 1)}
+    assert three["attributes"]["uuid"]["string"].startswith("MIG-")
+    assert three["capacity"]["multiprocessors"] == {"value": "60"}
+    assert three["capacity"]["memory"] == {"value": "40320Mi"}
+    assert sum(1 for k in three["capacity"] if k.startswith("memorySlice")) == 4
+    # the memory slices of one GPU's devices never overlap
+    used = [k for d in devices if d["name"].startswith("gpu-0-") for k in d["capacity"] if k.startswith("memorySlice")]
+    assert len(used) == len(set(used)) == 8
+
+
+def test_slices_only_while_the_kubelet_plugin_runs():
+    c = start(operator=False)
+    try:
+        c.settle()
+        assert slices(c) == []                       # no operator, no plugin, no slices
+        for obj in chart_workloads(NS):
+            c.store.create("deployments.apps" if obj["kind"] == "Deployment" else "daemonsets.apps", obj)
+        c.wait(lambda: len(slices(c)) == 4, 15, "slices once the plugin runs")
+        # the plugin pod gone from a node (deploy label paused by hand): its slice goes
+        c.label("gpu-l40s-1", {gc_state.DRA_DRIVER_LABEL: "false"})
+        c.wait(lambda: not slices(c, "gpu-l40s-1"), 10, "slice withdrawn")
+        assert len(slices(c)) == 3
+    finally:
+        c.handle.stop()
+
+
+def test_both_crs_refused_with_the_operators_messages():
+    c = start()
+    try:
+        c.wait(lambda: state(c) == "ready", 15)
+        c.store.create(CP, cluster_policy())
+        c.wait(lambda: state(c) == "notReady", 10)
+        gc = gc_of(c)
+        err = cond(gc, "Error")
+        assert (err["reason"], err["message"]) == (
+            "PrerequisiteNotMet", 'A ClusterPolicy CR "cluster-policy" exists; a ClusterPolicy CR and '
+            'GPUCluster CR may not exist at the same time')
+        cp = c.wait(lambda: (c.policy().get("status") or {}).get("state") == "notReady" and c.policy())
+        assert cond(cp, "Error")["reason"] == "ReconcileFailed"
+        assert cond(cp, "Error")["message"] == ('conflicting GPUCluster resource "gpu-cluster" detected; '
+                                                'ClusterPolicy and GPUCluster cannot co-exist')
+        # neither stack changes what is deployed
+        c.settle()
+        assert c.store.get("daemonsets.apps", NS, "nvidia-device-plugin-daemonset") is None
+        assert c.store.get("daemonsets.apps", NS, "nvidia-dra-driver-kubelet-plugin") is not None
+    finally:
+        c.handle.stop()
+
+
+def test_deleting_the_gpu_cluster_drains_claim_consumers_then_releases_it():
+    c = start()
+    try:
+        c.wait(lambda: state(c) == "ready", 15)
+        c.store.delete(GC, None, "gpu-cluster")
+        c.wait(lambda: gc_of(c) is None, 15, "GPUCluster gone")
+        assert c.events(reason="DrainingClaimConsumers")
+        c.wait(lambda: c.store.get("daemonsets.apps", NS, "nvidia-dra-driver-kubelet-plugin") is None, 10)
+        c.wait(lambda: not slices(c), 10, "slices withdrawn with the plugin")
+    finally:
+        c.handle.stop()
+
+
+def test_switch_back_to_the_cluster_policy_sweeps_the_dra_labels():
+    c = start()
+    try:
+        c.wait(lambda: state(c) == "ready", 15)
+        c.store.delete(GC, None, "gpu-cluster")
+        c.wait(lambda: gc_of(c) is None, 15)
+        c.store.create(CP, cluster_policy(driver={"enabled": False}))
+        c.wait(lambda: c.labels("gpu-h100-1").get("nvidia.com/gpu.deploy.device-plugin") == "true", 10)
+        c.wait(lambda: gc_state.DRA_DRIVER_LABEL not in c.labels("gpu-h100-1"), 10, "DRA labels swept")
+        assert not any(k in c.labels("gpu-h100-1") for k in gc_state.DRA_ONLY_LABELS)
+    finally:
+        c.handle.stop()
+
+
+def test_singleton_name_enforced_by_the_crd():
+    c = start(cluster=False)
+    try:
+        bad = chart_gpu_cluster()
+        bad["metadata"]["name"] = "other"
+        with pytest.raises(ApiError) as err:
+            c.store.create(GC, bad)
+        assert "GPUCluster is a singleton, metadata.name must be 'gpu-cluster'" in err.value.message
+    finally:
+        c.handle.stop()
