@@ -15,6 +15,32 @@ SERVER_VERSION = {
     "minCompatibilityMajor": "1", "minCompatibilityMinor": "34",
 }
 
+# Groups a Kubernetes release serves only from a given minor version on (by default, without
+# --runtime-config): DRA went GA, and on by default, in 1.34 (v1beta1/v1beta2 before were off).
+SINCE_MINOR = {"resource.k8s.io": 34}
+
+
+def parse_kubernetes_version(version):
+    """"v1.34.2" -> (1, 34, "v1.34.2"); None when it does not read as vMAJOR.MINOR[.PATCH]."""
+    import re
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(version or ""))
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), "v%s.%s.%s" % (m.group(1), m.group(2), m.group(3) or "0")
+
+
+def server_version(kubernetes_version=None):
+    """/version for a cluster of this Kubernetes version (the cluster file's kubernetes_version)."""
+    parsed = parse_kubernetes_version(kubernetes_version)
+    if parsed is None:
+        return dict(SERVER_VERSION)
+    major, minor, text = parsed
+    out = dict(SERVER_VERSION, major=str(major), minor=str(minor), gitVersion=text + "-simcluster",
+               emulationMajor=str(major), emulationMinor=str(minor),
+               minCompatibilityMajor=str(major), minCompatibilityMinor=str(max(0, minor - 1)))
+    return out
+
+
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -171,13 +197,33 @@ VIRTUAL = {"selfsubjectaccessreviews.authorization.k8s.io",
 class Registry:
     """Thread-safe lookup of served types; `generation` changes when CRDs change."""
 
-    def __init__(self):
+    def __init__(self, kubernetes_version=None):
         self._lock = threading.Lock()
         self._by_key = {}
         self.generation = 0
+        self.kubernetes_version = None
         for info in BUILTINS:
             self._by_key[info.key] = info
         self._rebuild()
+        if kubernetes_version:
+            self.set_kubernetes_version(kubernetes_version)
+
+    def set_kubernetes_version(self, version):
+        """Serve what this Kubernetes release serves: built-in groups newer than it go away."""
+        parsed = parse_kubernetes_version(version)
+        with self._lock:
+            self.kubernetes_version = version
+            minor = parsed[1] if parsed else None
+            for info in BUILTINS:
+                since = SINCE_MINOR.get(info.group)
+                if since is not None and minor is not None and minor < since:
+                    self._by_key.pop(info.key, None)
+                else:
+                    self._by_key.setdefault(info.key, info)
+            self._rebuild()
+
+    def server_version(self):
+        return server_version(self.kubernetes_version)
 
     def _rebuild(self):
         by_gvr = {}

@@ -253,3 +253,48 @@ def test_singleton_name_enforced_by_the_crd():
         assert "GPUCluster is a singleton, metadata.name must be 'gpu-cluster'" in err.value.message
     finally:
         c.handle.stop()
+
+
+def test_resource_api_served_from_kubernetes_1_34_only():
+    from simcluster.registry import Registry
+    old, new = Registry("v1.33.5"), Registry("v1.34.2")
+    assert old.lookup("resource.k8s.io", "v1", "resourceslices") is None
+    assert "resource.k8s.io" not in old.groups()
+    assert new.lookup("resource.k8s.io", "v1", "deviceclasses").kind == "DeviceClass"
+    assert new.server_version()["gitVersion"] == "v1.34.2-simcluster"
+    assert (new.server_version()["major"], new.server_version()["minor"]) == ("1", "34")
+    assert Registry().lookup("resource.k8s.io", "v1", "resourceclaims").namespaced
+
+
+def test_gpu_cluster_on_a_cluster_without_dra_fails_its_driver_state():
+    c = start(cluster=False)
+    try:
+        c.store.registry.set_kubernetes_version("v1.33.5")
+        c.store.create(GC, chart_gpu_cluster())
+        c.wait(lambda: state(c) == "notReady", 10)
+        err = cond(gc_of(c), "Error")
+        assert err["reason"] == "ReconcileFailed"
+        assert err["message"] == (
+            "Error syncing state state-dra-driver: failed to create k8s objects from manifests: failed to get "
+            "DRA resource apiVersion: the resource.k8s.io DeviceClass API is not served by the cluster; ensure "
+            "Dynamic Resource Allocation is enabled on the API server and kubelet")
+    finally:
+        c.handle.stop()
+
+
+def test_chart_pre_delete_hook_deletes_the_gpu_cluster_and_waits():
+    c = start()
+    try:
+        c.wait(lambda: state(c) == "ready", 15)
+        # the chart's gpu-operator-cleanup-gpucluster hook Job, as a bare pod
+        c.store.create("pods", {"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"name": "cleanup-gpucluster", "namespace": NS},
+                                "spec": {"restartPolicy": "OnFailure", "containers": [{
+                                    "name": "cleanup-gpucluster", "image": "nvcr.io/nvidia/gpu-operator:v26.7.0",
+                                    "command": ["/usr/bin/cleanup-gpuclusters", "--gpucluster-name",
+                                                "gpu-cluster"]}]}})
+        c.wait(lambda: (c.pod(NS, "cleanup-gpucluster").get("status") or {}).get("phase") == "Succeeded", 15)
+        assert gc_of(c) is None
+        assert "GPUCluster gpu-cluster deleted" in c.logs(NS, "cleanup-gpucluster", "cleanup-gpucluster")
+    finally:
+        c.handle.stop()

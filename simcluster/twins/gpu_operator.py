@@ -117,6 +117,7 @@ def image_path(repository, image, version):
 # version, whose crds/ (and the NFD subchart's crds/) are what that image holds.
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 MANAGE_CRDS = "manage-crds"
+CLEANUP_GPUCLUSTERS = "cleanup-gpuclusters"
 IMAGE_CRD_DIR = "/opt/gpu-operator/"
 
 
@@ -812,11 +813,43 @@ class GpuOperator:
         if new != cur:
             store.update(CRD_RESOURCE, new)
 
+    # -- the chart's pre-delete hook for the GPUCluster (operator image, /usr/bin/cleanup-gpuclusters) --
+    def _cleanup_gpuclusters(self, pod, elapsed):
+        """Delete the chart's GPUCluster and wait until it is gone (the operator, still running
+        during a pre-delete hook, drains and drops its finalizer), 5 minutes at most."""
+        c = next(c for c in pod["spec"]["containers"]
+                 if (c.get("command") or [""])[0].rsplit("/", 1)[-1] == CLEANUP_GPUCLUSTERS)
+        argv = list(c.get("command") or [])[1:] + list(c.get("args") or [])
+        name = argv[argv.index("--gpucluster-name") + 1] if "--gpucluster-name" in argv[:-1] else "gpu-cluster"
+        store = self.ctx.store
+        registry = getattr(store, "registry", None)
+        if registry is not None and registry.get(GPU_CLUSTERS) is None:
+            return {"kind": "complete", "exit": 0, "logs": {
+                c["name"]: "level=info msg=\"GPUCluster CRD not installed, nothing to delete\"\n"}}
+        cur = store.get(GPU_CLUSTERS, None, name)
+        if cur is None:
+            return {"kind": "complete", "exit": 0, "logs": {
+                c["name"]: "level=info msg=\"GPUCluster %s deleted\"\n" % name}}
+        if elapsed > 300:
+            return {"kind": "complete", "exit": 1, "logs": {
+                c["name"]: "level=error msg=\"timed out waiting for GPUCluster %s to be deleted: context "
+                           "deadline exceeded\"\n" % name}}
+        if not cur["metadata"].get("deletionTimestamp"):
+            try:
+                store.delete(GPU_CLUSTERS, None, name)
+            except ApiError:
+                pass
+        return {"kind": "run", "ready": False, "retry": 0.2, "logs": {
+            c["name"]: "level=info msg=\"Deleting GPUCluster %s\"\nlevel=info msg=\"Waiting for GPUCluster %s "
+                       "to be deleted\"\n" % (name, name)}}
+
     # -- kubelet hook: how operand pods behave on a node -----------------------------------------
     def pod_hook(self, pod, elapsed):
-        if any((c.get("command") or [""])[0].rsplit("/", 1)[-1] == MANAGE_CRDS
-               for c in pod["spec"].get("containers") or []):
+        commands = [(c.get("command") or [""])[0].rsplit("/", 1)[-1] for c in pod["spec"].get("containers") or []]
+        if MANAGE_CRDS in commands:
             return self._manage_crds(pod)
+        if CLEANUP_GPUCLUSTERS in commands:
+            return self._cleanup_gpuclusters(pod, elapsed)
         if (self.policy is None and self.gpu_cluster is None) or pod["metadata"].get("namespace") != self.namespace:
             return None
         ref = next((r for r in pod["metadata"].get("ownerReferences") or []
