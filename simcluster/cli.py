@@ -75,7 +75,6 @@ def start(cluster_path, port=0, host="127.0.0.1", state=None, audit_policy=None,
         raise StartError("cluster file %s: %s" % (cluster_path, exc)) from exc
     check_crd_files(spec.get("crds") or [], cluster_path)
     store = Store()
-    store.registry.set_kubernetes_version(spec.get("kubernetes_version"))
     if state:
         try:
             persist.restore(store, state)

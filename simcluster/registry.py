@@ -15,32 +15,6 @@ SERVER_VERSION = {
     "minCompatibilityMajor": "1", "minCompatibilityMinor": "34",
 }
 
-# Groups a Kubernetes release serves only from a given minor version on (by default, without
-# --runtime-config): DRA went GA, and on by default, in 1.34 (v1beta1/v1beta2 before were off).
-SINCE_MINOR = {"resource.k8s.io": 34}
-
-
-def parse_kubernetes_version(version):
-    """"v1.34.2" -> (1, 34, "v1.34.2"); None when it does not read as vMAJOR.MINOR[.PATCH]."""
-    import re
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(version or ""))
-    if not m:
-        return None
-    return int(m.group(1)), int(m.group(2)), "v%s.%s.%s" % (m.group(1), m.group(2), m.group(3) or "0")
-
-
-def server_version(kubernetes_version=None):
-    """/version for a cluster of this Kubernetes version (the cluster file's kubernetes_version)."""
-    parsed = parse_kubernetes_version(kubernetes_version)
-    if parsed is None:
-        return dict(SERVER_VERSION)
-    major, minor, text = parsed
-    out = dict(SERVER_VERSION, major=str(major), minor=str(minor), gitVersion=text + "-simcluster",
-               emulationMajor=str(major), emulationMinor=str(minor),
-               minCompatibilityMajor=str(major), minCompatibilityMinor=str(max(0, minor - 1)))
-    return out
-
-
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -159,12 +133,6 @@ BUILTINS = [
        "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"]),
     _b("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
        categories=["api-extensions"], subresources=_ST),
-    # Dynamic Resource Allocation (GA in 1.34): the kinds the NVIDIA DRA driver and the
-    # GPUCluster operands use; their validation and the allocator are separate work
-    _b("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
-    _b("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
-    _b("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=_ST),
-    _b("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     _b("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
        False, verbs=["create"]),
     _b("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
@@ -176,7 +144,7 @@ GROUP_ORDER = ["apiregistration.k8s.io", "apps", "events.k8s.io", "authenticatio
                "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
                "networking.k8s.io", "policy", "rbac.authorization.k8s.io", "storage.k8s.io",
                "admissionregistration.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io",
-               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "resource.k8s.io"]
+               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io"]
 
 # Built-in types whose strategy maintains metadata.generation (custom resources all do).
 GENERATION = {"pods", "replicationcontrollers", "deployments.apps", "daemonsets.apps",
@@ -197,33 +165,13 @@ VIRTUAL = {"selfsubjectaccessreviews.authorization.k8s.io",
 class Registry:
     """Thread-safe lookup of served types; `generation` changes when CRDs change."""
 
-    def __init__(self, kubernetes_version=None):
+    def __init__(self):
         self._lock = threading.Lock()
         self._by_key = {}
         self.generation = 0
-        self.kubernetes_version = None
         for info in BUILTINS:
             self._by_key[info.key] = info
         self._rebuild()
-        if kubernetes_version:
-            self.set_kubernetes_version(kubernetes_version)
-
-    def set_kubernetes_version(self, version):
-        """Serve what this Kubernetes release serves: built-in groups newer than it go away."""
-        parsed = parse_kubernetes_version(version)
-        with self._lock:
-            self.kubernetes_version = version
-            minor = parsed[1] if parsed else None
-            for info in BUILTINS:
-                since = SINCE_MINOR.get(info.group)
-                if since is not None and minor is not None and minor < since:
-                    self._by_key.pop(info.key, None)
-                else:
-                    self._by_key.setdefault(info.key, info)
-            self._rebuild()
-
-    def server_version(self):
-        return server_version(self.kubernetes_version)
 
     def _rebuild(self):
         by_gvr = {}

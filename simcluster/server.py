@@ -228,8 +228,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, b"ok", "text/plain; charset=utf-8")
         if head == "version":
             srv.stats.count("get", "nonresource")
-            registry = getattr(srv.store, "registry", None)
-            return self.send_json(200, registry.server_version() if registry is not None else SERVER_VERSION)
+            return self.send_json(200, SERVER_VERSION)
         if head == "openapi":
             srv.stats.count("get", "openapi")
             return self._openapi(req, parts[1:])
