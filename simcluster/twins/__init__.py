@@ -10,6 +10,7 @@ controller's.
 from .acceptance_programs import AcceptancePrograms
 from .context import CLUSTER_POLICIES, GPU_CLUSTERS, Ctx
 from .device_plugin import DevicePlugin
+from .dra import ResourceClaimController
 from .dra_driver import DraDriver
 from .gpu_operator import GpuOperator
 from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
@@ -70,7 +71,7 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin, ctx.dra,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
+                           Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), ResourceClaimController(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
                            KaiScheduler(ctx),
                            ctx.kubelet]
     return ctx, runtime
