@@ -60,7 +60,7 @@ def build(store, spec):
     ctx.operator = GpuOperator(ctx)
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
-    ctx.dra = DraDriver(ctx)
+    ctx.dra_driver = DraDriver(ctx)
     ctx.kubelet = Kubelet(ctx)
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
                           NcclTests(ctx).pod_hook, LoadTwin(ctx).pod_hook, AcceptancePrograms(ctx).pod_hook]
@@ -69,7 +69,7 @@ def build(store, spec):
     ctx.operator.unwatched = {"namespaces"}
     ctx.mig.watches = ctx.plugin.watches = {"nodes", "pods", CLUSTER_POLICIES, GPU_CLUSTERS, "deployments.apps"}
     # order matters only for speed of convergence: observers first, then writers of pods
-    runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin, ctx.dra,
+    runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin, ctx.dra_driver,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
                            Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), ResourceClaimController(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
                            KaiScheduler(ctx),

@@ -182,6 +182,7 @@ class DraDriver:
     def __init__(self, ctx):
         self.ctx = ctx
         self.snapshots = {}     # plugin pod uid -> devices (read once, at the pod's start)
+        self.published = set()  # nodes whose slice this plugin published
 
     def _plugins(self):
         """node -> the Ready kubelet-plugin pod there; nodes with any plugin pod (even not Ready)."""
@@ -226,13 +227,15 @@ class DraDriver:
                                                    self.driver_version(node))
             self._publish(node, self.snapshots[uid], by_node.get(node) or [])
         for node, have in by_node.items():
-            if node in present:
-                continue
+            if node in present or node not in self.published:
+                continue     # slices some other writer made are not the kubelet's to remove
             for s in have:
                 self._delete(s)
+            self.published.discard(node)
 
     def _publish(self, node, devices, have):
         store = self.ctx.store
+        self.published.add(node)
         current = have[0] if have else None
         for extra in have[1:]:
             self._delete(extra)
