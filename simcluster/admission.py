@@ -184,6 +184,8 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
 
     # Validation (422).
     errs = names.validate_object_meta(resource, obj, old if op == "UPDATE" else None)
+    if op == "CREATE" and resource in dra.ADMIN_CHECKED:
+        errs.extend(dra.authorized_for_admin(resource, obj, store.get("namespaces", None, ns) if ns else None))
     errs.extend(_validate_kind(resource, obj, old, op, ctx))
     if errs:
         raise _invalid(obj, resource, errs)

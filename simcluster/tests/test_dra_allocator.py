@@ -301,3 +301,12 @@ def test_fast_selectors_agree_with_cel(expr):
     slow_expr = "(" + expr + ") || false"       # another shape: evaluated by cel-python
     assert alloc._fast(slow_expr) is None
     assert alloc._evaluate(slow_expr, dev) == fast
+
+
+def test_admin_access_uses_a_device_in_use_without_taking_it():
+    admin = {"name": REQ0, "exactly": {"deviceClassName": CLASS_A, "allocationMode": "ExactCount", "count": 1,
+                                       "adminAccess": True}}
+    got = run([claim("claim-0", admin)], [klass(CLASS_A, DRIVER_A)], [slice_("slice-1", NODE1, POOL1, DRIVER_A)],
+              node(NODE1), allocated=[(DRIVER_A, POOL1, DEV1)])
+    assert got == [allocation(NODE1, dict(result(REQ0, DRIVER_A, POOL1, DEV1), adminAccess=True))]
+    assert allocated_devices([{"status": {"allocation": got[0]}}]) == set()

@@ -318,3 +318,48 @@ def test_claim_from_a_template_over_quota_is_refused_and_the_pod_waits(cluster):
     # the first pod ends: its claim goes, the quota frees, the second pod's claim is made and it runs
     c.store.delete("pods", "team-b", "first")
     c.wait(lambda: status_word(c.pod("team-b", "second")) == "Running", timeout=20, what="second running")
+
+
+def test_kubelet_waits_for_the_driver_on_the_node_to_prepare_the_claim(cluster):
+    c = cluster
+    c.store.create(CLAIMS, claim("pinned", [exact("gpu", "gpu.nvidia.com")]))
+    c.store.create("pods", claim_pod("p", claim_name="pinned", behaviour="run"))
+    c.wait(lambda: status_word(c.pod("default", "p")) == "Running", what="running")
+    node = c.pod("default", "p")["spec"]["nodeName"]
+    # a pod bound by hand to a node (no scheduler): the claim is not reserved for it
+    c.store.create(CLAIMS, claim("unreserved", [exact("gpu", "gpu.nvidia.com")]))
+    bound = claim_pod("bound", claim_name="unreserved", behaviour="run")
+    bound["spec"]["nodeName"] = node
+    c.store.create("pods", bound)
+    events = c.wait(lambda: c.events("FailedPrepareDynamicResources", "bound"), what="the kubelet's event")
+    uid = c.pod("default", "bound")["metadata"]["uid"]
+    cuid = c.store.get(CLAIMS, "default", "unreserved")["metadata"]["uid"]
+    assert events[0]["message"] == ("Failed to prepare dynamic resources: pod bound (%s) is not allowed to use "
+                                    "ResourceClaim unreserved (%s)" % (uid, cuid))
+    assert status_word(c.pod("default", "bound")) == "ContainerCreating"
+    # the driver's plugin leaves the node (its slice goes): a new pod with a claim there cannot start
+    c.store.delete(SLICES, None, "%s-%s" % (node, DRIVER))
+    c.store.delete("pods", "default", "p")
+    c.wait(lambda: "allocation" not in (c.store.get(CLAIMS, "default", "pinned").get("status") or {}),
+           what="deallocated")
+    alloc = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": "gpu-0"}]}}
+    late = claim_pod("late", claim_name="pinned", behaviour="run")
+    late["spec"]["nodeName"] = node
+    late = c.store.create("pods", late)
+    cl = c.store.get(CLAIMS, "default", "pinned")
+    cl["status"] = {"allocation": alloc, "reservedFor": [{"resource": "pods", "name": "late",
+                                                          "uid": late["metadata"]["uid"]}]}
+    c.store.update_status(CLAIMS, cl)
+    events = c.wait(lambda: c.events("FailedPrepareDynamicResources", "late"), what="driver not registered")
+    assert events[0]["message"] == "Failed to prepare dynamic resources: DRA driver gpu.nvidia.com is not registered"
+
+
+def test_namespace_with_claims_in_use_is_deleted(cluster):
+    c = cluster
+    c.namespace("gone")
+    c.store.create(TEMPLATES, template("one-gpu", [exact("gpu", "gpu.nvidia.com")], ns="gone"))
+    c.store.create("pods", claim_pod("p", "one-gpu", ns="gone", behaviour="run"))
+    c.wait(lambda: status_word(c.pod("gone", "p")) == "Running", what="running")
+    c.store.delete("namespaces", None, "gone")
+    c.wait(lambda: c.store.get("namespaces", None, "gone") is None, timeout=20, what="namespace gone")
+    assert c.store.list(CLAIMS, "gone") == []

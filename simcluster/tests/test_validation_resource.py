@@ -245,3 +245,16 @@ def test_pod_resource_claims_and_container_claims(store):
     assert 'spec.containers[0].resources.claims[1]: Duplicate value: "gpu"' in msg
     assert ('spec.containers[0].resources.claims[2].name: Not found: "tpu": must be one of the names in '
             'pod.spec.resourceClaims: gpu') in msg
+
+
+def test_admin_access_needs_the_namespace_label(store):
+    req = [{"name": "req-0", "exactly": {"deviceClassName": "class", "adminAccess": True}}]
+    msg = invalid(store, CLAIMS, claim(requests=req))
+    assert msg == ('ResourceClaim.resource.k8s.io "foo" is invalid: spec.devices.requests[0].adminAccess: Forbidden: '
+                   'admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the '
+                   'containing namespace')
+    store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "admin", "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    ok = claim(requests=req)
+    ok["metadata"]["namespace"] = "admin"
+    store.create(CLAIMS, ok)

@@ -10,7 +10,7 @@ controller's.
 from .acceptance_programs import AcceptancePrograms
 from .context import CLUSTER_POLICIES, GPU_CLUSTERS, Ctx
 from .device_plugin import DevicePlugin
-from .dra import ResourceClaimController
+from .dra import ResourceClaimController, kubelet_hook as dra_kubelet_hook
 from .dra_driver import DraDriver
 from .gpu_operator import GpuOperator
 from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
@@ -62,6 +62,7 @@ def build(store, spec):
     ctx.plugin = DevicePlugin(ctx)
     ctx.dra_driver = DraDriver(ctx)
     ctx.kubelet = Kubelet(ctx)
+    ctx.kubelet.hooks.append(dra_kubelet_hook(ctx))     # claims are prepared before any container starts
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
                           NcclTests(ctx).pod_hook, LoadTwin(ctx).pod_hook, AcceptancePrograms(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new

@@ -186,7 +186,8 @@ class PodState:
                     status = clone(cur.get("status") or {})
                     status["allocation"] = allocation
                     for r in allocation["devices"]["results"]:
-                        self.dpass.in_use.add((r["driver"], r["pool"], r["device"]))
+                        if not r.get("adminAccess"):
+                            self.dpass.in_use.add((r["driver"], r["pool"], r["device"]))
                 else:
                     status = clone(cur.get("status") or {})
                 status["reservedFor"] = list(status.get("reservedFor") or []) + [ref]
@@ -201,6 +202,60 @@ class PodState:
 
 def has_claims(pod):
     return bool((pod.get("spec") or {}).get("resourceClaims"))
+
+
+def prepare_problem(ctx, pod):
+    """The kubelet's PrepareDynamicResources (pkg/kubelet/cm/dra/manager.go): None when every claim
+    of the pod can be prepared, else its error. A driver counts as registered on the node while it
+    publishes a ResourceSlice for the node (its kubelet plugin runs there)."""
+    ns, node = pod["metadata"]["namespace"], pod["spec"].get("nodeName")
+    for entry in pod["spec"].get("resourceClaims") or ():
+        name, must_own, err = claim_name(pod, entry)
+        if err:
+            return err
+        if name is None:
+            continue
+        claim = ctx.get_cached(CLAIMS, name, ns)
+        if claim is None:
+            return 'fetch ResourceClaim %s: resourceclaims.resource.k8s.io "%s" not found' % (name, name)
+        if must_own and not owned_by(claim, pod):
+            return "ResourceClaim %s was not created for pod %s/%s (pod is not owner)" % (
+                name, ns, pod["metadata"]["name"])
+        if not reserved_for(claim, pod):
+            return "pod %s (%s) is not allowed to use ResourceClaim %s (%s)" % (
+                pod["metadata"]["name"], pod["metadata"]["uid"], name, claim["metadata"].get("uid"))
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ())
+        drivers = _registered(ctx)
+        for driver in sorted({r.get("driver") for r in results}):
+            if (driver, node) not in drivers and (driver, None) not in drivers:
+                return "DRA driver %s is not registered" % driver
+    return None
+
+
+def _registered(ctx):
+    """{(driver, node name or None)} of the slices, recomputed only when the slices change."""
+    slices = ctx.informer.list(SLICES)
+    cache = getattr(ctx, "_dra_drivers", None)
+    if cache is None or cache[0] is not slices:
+        cache = (slices, {((s.get("spec") or {}).get("driver"), (s.get("spec") or {}).get("nodeName") or None)
+                          for s in slices})
+        ctx._dra_drivers = cache
+    return cache[1]
+
+
+def kubelet_hook(ctx):
+    """Before any container starts: the pod's claims are prepared, else it stays ContainerCreating
+    with the kubelet's FailedPrepareDynamicResources event."""
+    def hook(pod, _elapsed):
+        if not has_claims(pod):
+            return None
+        problem = prepare_problem(ctx, pod)
+        if problem is None:
+            return None
+        ctx.event_once(pod, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: %s" % problem,
+                       "Warning")
+        return {"kind": "creating", "retry": 0.5}
+    return hook
 
 
 class ResourceClaimController:

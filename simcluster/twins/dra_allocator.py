@@ -19,8 +19,9 @@ For one node and the claims of one pod that are not allocated yet:
 Selectors are CEL over `device.driver`, `device.attributes["<domain>"].<name>` and
 `device.capacity["<domain>"].<name>`, with the Kubernetes quantity functions the selectors use
 (`quantity()`, `compareTo`, `isGreaterThan`, `isLessThan`, `asInteger`, `asApproximateFloat`) and
-`semver()` comparisons of version attributes. Not evaluated: admin access, device taints, binding
-conditions, partitionable devices (counters), consumable capacity (docs/simcluster-fidelity.md).
+`semver()` comparisons of version attributes. A request with admin access may use devices in use and
+does not take them. Not evaluated: device taints, binding conditions, partitionable devices
+(counters), consumable capacity (docs/simcluster-fidelity.md).
 
 The slices are indexed once per scheduling pass (SliceIndex: by node, all-nodes, selector slices), so
 a pod looks only at the devices of the node being filtered.
@@ -348,11 +349,12 @@ class SliceIndex:
 
 
 def allocated_devices(claims):
-    """(driver, pool, device) of every allocated claim."""
+    """(driver, pool, device) of every allocated claim; admin access does not take a device."""
     out = set()
     for c in claims:
         for r in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()):
-            out.add((r.get("driver"), r.get("pool"), r.get("device")))
+            if not r.get("adminAccess"):
+                out.add((r.get("driver"), r.get("pool"), r.get("device")))
     return out
 
 
@@ -364,6 +366,7 @@ class _Slot:
     def __init__(self, claim_i, name, req, klass):
         self.claim_i, self.name, self.req, self.klass = claim_i, name, req, klass
         self.mode = req.get("allocationMode") or "ExactCount"
+        self.admin = req.get("adminAccess") is True     # may use devices in use; does not take them
         self.count = int(req.get("count") or 1)
         exprs = [((s or {}).get("cel") or {}).get("expression")
                  for s in list((klass.get("spec") or {}).get("selectors") or ()) + list(req.get("selectors") or ())]
@@ -391,6 +394,7 @@ def allocate(claims, node, index, in_use, classes):
     DeviceClass. Raises AllocationError for a selector that does not evaluate."""
     devices = index.devices_for(node)
     free = [d for d in devices if d.key not in in_use]
+    everything = devices
     alternatives = []              # per claim: per request: [slot options in order]
     for ci, claim in enumerate(claims):
         reqs = []
@@ -415,7 +419,8 @@ def allocate(claims, node, index, in_use, classes):
                     raise AllocationError("claim %s, request %s: asks for all devices, but resource pool %s is "
                                           "currently being updated" % (_ref(claims[slot.claim_i]), slot.name,
                                                                        index.pool_incomplete(node)))
-                slot.cands = [d for d in free if all(d.matches(e) for e in slot.selectors)]
+                slot.cands = [d for d in (everything if slot.admin else free)
+                              if all(d.matches(e) for e in slot.selectors)]
     picked = {}                # claim index -> [(request name, Device)]
     taken = set()
 
@@ -508,8 +513,10 @@ def allocate(claims, node, index, in_use, classes):
                         configs.append(dict(conf, source="FromClass", requests=[slot.name]))
         for conf in (((claim.get("spec") or {}).get("devices") or {}).get("config") or ()):
             configs.append(dict(conf, source="FromClaim"))
+        admin = {slot.name for _r, options in alternatives[ci] for slot in options if slot.admin}
         allocation = {"devices": {"results": [
-            {"request": n, "driver": d.driver, "pool": d.pool, "device": d.name} for n, d in chosen]}}
+            dict({"request": n, "driver": d.driver, "pool": d.pool, "device": d.name},
+                 **({"adminAccess": True} if n in admin else {})) for n, d in chosen]}}
         if configs:
             allocation["devices"]["config"] = configs
         selector = None

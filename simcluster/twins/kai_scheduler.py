@@ -465,7 +465,7 @@ class KaiScheduler:
                 for res in state.allocations.get(name) or ():
                     for r in res["devices"]["results"]:
                         key_ = (r["driver"], r["pool"], r["device"])
-                        if key_ not in state.dpass.in_use:
+                        if key_ not in state.dpass.in_use and not r.get("adminAccess"):
                             state.dpass.in_use.add(key_)
                             trial_devices.append((state.dpass, key_))
             acc = trial.setdefault(name, {"pods": 0})

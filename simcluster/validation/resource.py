@@ -422,6 +422,28 @@ def validate_slice(obj, old):
     return errs
 
 
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+ADMIN_CHECKED = ("resourceclaims.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io")
+
+
+def authorized_for_admin(resource, obj, namespace):
+    """AuthorizedForAdmin (DRAAdminAccess, beta and on in 1.34): a request with `adminAccess: true`
+    needs the namespace label `resource.kubernetes.io/admin-access: "true"`. Only on create: the
+    spec is immutable."""
+    spec = obj.get("spec") or {}
+    if resource == "resourceclaimtemplates.resource.k8s.io":
+        spec = spec.get("spec") or {}
+    for i, req in enumerate(((spec.get("devices") or {}).get("requests") or ())):
+        if isinstance(req, dict) and (req.get("exactly") or {}).get("adminAccess") is True:
+            labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get(ADMIN_LABEL) != "true":
+                return [FieldError("Forbidden", "spec.devices.requests[%d].adminAccess" % i, None,
+                                   "admin access to devices requires the `%s: true` label on the containing "
+                                   "namespace" % ADMIN_LABEL)]
+            return []
+    return []
+
+
 VALIDATORS = {
     "resourceclaims.resource.k8s.io": validate_claim,
     "resourceclaimtemplates.resource.k8s.io": validate_claim_template,
