@@ -76,22 +76,6 @@ def slices(c, node=None):
     return [s for s in c.store.list(SLICES) if node is None or s["spec"].get("nodeName") == node]
 
 
-def admin_access_allocated():
-    """The operator's validator and exporter hold adminAccess claims: they run (and the GPUCluster
-    turns ready) only where the scheduler twin's allocator honours adminAccess (a device in use
-    stays allocatable to an admin claim, and an admin claim takes no device from others)."""
-    import inspect
-
-    from simcluster.twins import dra_allocator
-    return "adminAccess" in inspect.getsource(dra_allocator)
-
-
-needs_admin_access = pytest.mark.xfail(
-    not admin_access_allocated(), strict=True,
-    reason="the allocator twin does not implement adminAccess yet: the DRA validator and the DCGM exporter "
-           "stay Pending, so the GPUCluster stays notReady (OperandNotReady)")
-
-
 def plugin_ready(c):
     ds = c.store.get("daemonsets.apps", NS, gc_state.KUBELET_PLUGIN)
     return ds is not None and (ds.get("status") or {}).get("numberAvailable") == 4
@@ -116,9 +100,9 @@ def test_finalizer_and_admin_access_namespace_label(ready):
     assert ns["metadata"]["labels"][gc_state.ADMIN_ACCESS_LABEL] == "true"
 
 
-@needs_admin_access
 def test_status_and_conditions_as_the_operator_sets_them(ready):
-    ready.wait(lambda: state(ready) == "ready", 4, "GPUCluster ready")
+    # the validator and the exporter run on admin-access claims (a device in use stays allocatable)
+    ready.wait(lambda: state(ready) == "ready", 10, "GPUCluster ready")
     gc = gc_of(ready)
     assert gc["status"]["state"] == "ready" and gc["status"]["namespace"] == NS
     assert cond(gc, "Ready")["status"] == "True" and cond(gc, "Ready")["reason"] == "Reconciled"
@@ -126,16 +110,33 @@ def test_status_and_conditions_as_the_operator_sets_them(ready):
     assert cond(gc, "Error")["status"] == "False" and cond(gc, "Error")["reason"] == "Ready"
 
 
-def test_waiting_on_operand_pods_is_operand_not_ready():
-    c = start()
+def dra_nodes(**changes):
+    """dra.yaml's nodes with some facts changed: {node: {fact: value}}."""
+    import os
+
+    from simcluster import clusterfile
+    from simcluster.twins.testkit import CLUSTERS
+    nodes = clusterfile.load(os.path.join(CLUSTERS, "dra.yaml"))["nodes"]
+    for n in nodes:
+        n.update(changes.get(n["name"].replace("-", "_"), {}))
+    return nodes
+
+
+def test_a_node_without_driver_keeps_the_plugin_waiting_and_the_gpu_cluster_not_ready():
+    # the GPUCluster stack installs no driver: the plugin's driver-validation init container waits
+    c = start_with(nodes=dra_nodes(gpu_l40s_1={"host_driver": None}))
     try:
-        c.wait(lambda: state(c), 10)
-        gc = c.wait(lambda: cond(gc_of(c) or {}, "Error") and gc_of(c), 10)
-        if gc["status"]["state"] == "notReady":
-            err = cond(gc, "Error")
-            assert (err["status"], err["reason"], err["message"]) == (
-                "True", "OperandNotReady", "Waiting for operand pods to be ready")
-            assert cond(gc, "Ready")["reason"] == "Error"
+        gc = c.wait(lambda: (cond(gc_of(c) or {}, "Error") or {}).get("reason") == "OperandNotReady" and gc_of(c), 10)
+        assert gc["status"]["state"] == "notReady"
+        assert (cond(gc, "Error")["status"], cond(gc, "Error")["message"]) == (
+            "True", "Waiting for operand pods to be ready")
+        assert (cond(gc, "Ready")["status"], cond(gc, "Ready")["reason"]) == ("False", "Error")
+        c.wait(lambda: len(slices(c)) == 3, 10)
+        c.settle()
+        assert not slices(c, "gpu-l40s-1")
+        pod = c.operand_pods(gc_state.KUBELET_PLUGIN, "gpu-l40s-1")[0]
+        assert pod["status"]["phase"] == "Pending"
+        assert state(c) == "notReady"
     finally:
         c.handle.stop()
 
@@ -227,14 +228,7 @@ def test_mig_gpu_publishes_only_its_mig_devices(ready):
 
 
 def test_node_with_every_gpu_in_mig_mode_keeps_the_gpu_cluster_not_ready():
-    from simcluster import clusterfile
-    from simcluster.twins.testkit import CLUSTERS
-    import os
-    nodes = clusterfile.load(os.path.join(CLUSTERS, "dra.yaml"))["nodes"]
-    for n in nodes:
-        if n["name"] == "gpu-h100-mig-1":
-            n["mig_config"] = "all-balanced"
-    c = start_with(nodes=nodes)
+    c = start_with(nodes=dra_nodes(gpu_h100_mig_1={"mig_config": "all-balanced"}))
     try:
         c.wait(lambda: len(slices(c)) == 4, 15)
         devices = slices(c, "gpu-h100-mig-1")[0]["spec"]["devices"]
