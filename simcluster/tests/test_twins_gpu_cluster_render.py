@@ -129,7 +129,8 @@ def test_image_falls_back_to_the_operator_env():
     spec = sample()
     spec["draDriver"] = {}
     objs = gpu_cluster.render_dra_driver(spec, "gpu-operator",
-                                         lambda n: {"DRA_DRIVER_IMAGE": "reg.local/dra:v9", "VALIDATOR_IMAGE": "reg.local/op:v1"}.get(n))
+                                         {"DRA_DRIVER_IMAGE": "reg.local/dra:v9",
+                                          "VALIDATOR_IMAGE": "reg.local/op:v1"}.get)
     ds = next(o for o in objs if o["kind"] == "DaemonSet")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg.local/dra:v9"
 

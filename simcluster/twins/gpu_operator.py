@@ -484,7 +484,8 @@ class GpuOperator:
         draining = []
         uid = gc["metadata"].get("uid")
         for ds in self.ctx.list("daemonsets.apps", self.namespace):
-            owned = any(r.get("uid") == uid and r.get("controller") for r in ds["metadata"].get("ownerReferences") or [])
+            owned = any(r.get("uid") == uid and r.get("controller")
+                        for r in ds["metadata"].get("ownerReferences") or [])
             if not owned or not ((ds["spec"].get("template") or {}).get("spec") or {}).get("resourceClaims"):
                 continue
             draining.append(ds["metadata"]["name"])
