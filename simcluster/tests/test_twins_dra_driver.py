@@ -363,3 +363,42 @@ def test_chart_pre_delete_hook_deletes_the_gpu_cluster_and_waits():
         assert "GPUCluster gpu-cluster deleted" in c.logs(NS, "cleanup-gpucluster", "cleanup-gpucluster")
     finally:
         c.handle.stop()
+
+
+def claim_pod(c, name, template_name, ns="team-a"):
+    c.namespace(ns)
+    return c.store.create("pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"restartPolicy": "Never",
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+                 "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}})
+
+
+def claim_template(c, name, klass, expression, ns="team-a"):
+    c.namespace(ns)
+    return c.store.create("resourceclaimtemplates.resource.k8s.io", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": klass, "selectors": [{"cel": {"expression": expression}}]}}]}}}})
+
+
+def test_claims_on_the_published_slices(ready):
+    """The allocator and kubelet twins on what the DRA driver twin publishes: a MIG profile by its
+    attribute runs where a node has it, a profile no node has stays Pending, a product by name."""
+    c = ready
+    claim_template(c, "mig-3g", "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'")
+    claim_template(c, "mig-7g", "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '7g.80gb'")
+    claim_template(c, "l40s", "gpu.nvidia.com",
+                   "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L40S'")
+    for name, tpl in (("on-mig", "mig-3g"), ("no-7g", "mig-7g"), ("on-l40s", "l40s")):
+        claim_pod(c, name, tpl)
+    c.wait(lambda: (c.pod("team-a", "on-mig").get("status") or {}).get("phase") == "Succeeded", 10)
+    c.wait(lambda: (c.pod("team-a", "on-l40s").get("status") or {}).get("phase") == "Succeeded", 10)
+    assert c.pod("team-a", "on-mig")["spec"]["nodeName"] == "gpu-h100-mig-1"
+    assert c.pod("team-a", "on-l40s")["spec"]["nodeName"] == "gpu-l40s-1"
+    assert "Test PASSED" in c.logs("team-a", "on-mig", "main")
+    pending = c.wait(lambda: next((x for x in (c.pod("team-a", "no-7g").get("status") or {}).get("conditions")
+                                   or [] if x["type"] == "PodScheduled" and x["status"] == "False"), None), 10)
+    assert "cannot allocate all claims" in pending["message"]
