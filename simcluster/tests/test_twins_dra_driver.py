@@ -402,3 +402,17 @@ def test_claims_on_the_published_slices(ready):
     pending = c.wait(lambda: next((x for x in (c.pod("team-a", "no-7g").get("status") or {}).get("conditions")
                                    or [] if x["type"] == "PodScheduled" and x["status"] == "False"), None), 10)
     assert "cannot allocate all claims" in pending["message"]
+
+
+def test_a_gpu_cluster_deleted_next_to_a_cluster_policy_still_goes():
+    c = start()
+    try:
+        c.wait(lambda: plugin_ready(c), 15)
+        c.store.create(CP, cluster_policy())
+        c.wait(lambda: (cond(gc_of(c), "Error") or {}).get("reason") == "PrerequisiteNotMet", 10)
+        c.store.delete(GC, None, "gpu-cluster")
+        c.wait(lambda: gc_of(c) is None, 15, "GPUCluster gone despite the ClusterPolicy")
+        # then the ClusterPolicy stack takes over
+        c.wait(lambda: c.labels("gpu-h100-1").get("nvidia.com/gpu.deploy.device-plugin") == "true", 10)
+    finally:
+        c.handle.stop()

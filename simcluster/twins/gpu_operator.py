@@ -213,6 +213,9 @@ class GpuOperator:
             # labelling controller errors out too
             self.policy, self.gpu_cluster = policies[0], clusters[0]
             self._cache_pods()
+            if clusters[0]["metadata"].get("deletionTimestamp"):
+                # the GPUCluster controller handles a deletion before checking prerequisites
+                self._delete_gpu_cluster(clusters[0])
             return self._refuse_both(policies[0], clusters[0])
         if clusters:
             self.policy = None
@@ -342,6 +345,8 @@ class GpuOperator:
                'co-exist' % cluster["metadata"]["name"])
         self._write_status(CLUSTER_POLICIES, policy, "notReady", "ReconcileFailed", msg, error=True)
         self.ctx.event_once(policy, "NotReady", "ClusterPolicy notReady: " + msg, "Warning")
+        if cluster["metadata"].get("deletionTimestamp"):
+            return
         msg = ('A ClusterPolicy CR "%s" exists; a ClusterPolicy CR and GPUCluster CR may not exist at '
                'the same time' % policy["metadata"]["name"])
         self._write_status(GPU_CLUSTERS, cluster, "notReady", "PrerequisiteNotMet", msg, error=True)
