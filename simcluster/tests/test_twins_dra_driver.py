@@ -21,7 +21,8 @@ NS = "gpu-operator"
 
 def chart_gpu_cluster():
     """The GPUCluster `helm template` renders from the chart v26.7.0 with gpuCluster.deployCR=true,
-    clusterPolicy.deployCR=false (driver.enabled=false; labels and annotations left out)."""
+    clusterPolicy.deployCR=false (driver.enabled=false; labels and annotations left out; checked by
+    test_the_gpu_cluster_used_here_is_what_the_chart_renders)."""
     return {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": "gpu-cluster"},
             "spec": {"daemonsets": {"annotations": {}, "labels": {}, "priorityClassName": "system-node-critical",
                                     "rollingUpdate": {"maxUnavailable": "1"},
@@ -31,7 +32,11 @@ def chart_gpu_cluster():
                      "dcgm": {"enabled": False, "image": "dcgm", "imagePullPolicy": "IfNotPresent",
                               "repository": "nvcr.io/nvidia/cloud-native", "version": "4.6.0-1-ubuntu24.04"},
                      "dcgmExporter": {"enabled": True, "image": "dcgm-exporter", "imagePullPolicy": "IfNotPresent",
-                                      "repository": "nvcr.io/nvidia/k8s", "version": "4.6.0-4.8.3-distroless"},
+                                      "repository": "nvcr.io/nvidia/k8s", "version": "4.6.0-4.8.3-distroless",
+                                      "service": {"internalTrafficPolicy": "Cluster"},
+                                      "serviceMonitor": {"additionalLabels": {}, "enabled": True,
+                                                         "honorLabels": False, "interval": "15s",
+                                                         "relabelings": [], "scrapeTimeout": "10s"}},
                      "draDriver": {"computeDomains": {"enabled": True}, "image": "dra-driver-nvidia-gpu",
                                    "imagePullPolicy": "IfNotPresent", "repository": "nvcr.io/nvidia",
                                    "version": "v0.5.0"},
@@ -416,3 +421,19 @@ def test_a_gpu_cluster_deleted_next_to_a_cluster_policy_still_goes():
         c.wait(lambda: c.labels("gpu-h100-1").get("nvidia.com/gpu.deploy.device-plugin") == "true", 10)
     finally:
         c.handle.stop()
+
+
+def test_the_gpu_cluster_used_here_is_what_the_chart_renders():
+    from kit import charts
+    from simcluster.twins.testkit import CHART
+    docs = charts.render(CHART, {"gpuCluster": {"deployCR": True}, "clusterPolicy": {"deployCR": False},
+                                 "driver": {"enabled": False}},
+                         args=["--api-versions", "resource.k8s.io/v1/DeviceClass"])
+    rendered = charts.by_kind(docs, "GPUCluster")
+    assert [d["metadata"]["name"] for d in rendered] == ["gpu-cluster"]
+    assert rendered[0]["apiVersion"] == "nvidia.com/v1alpha1"
+    assert rendered[0]["spec"] == chart_gpu_cluster()["spec"]
+    assert not charts.by_kind(docs, "ClusterPolicy")
+    crd = image_crd_files("v26.7.0")["nvidia.com_gpuclusters.yaml"][0]
+    assert (crd["spec"]["group"], crd["spec"]["scope"], crd["spec"]["names"]["kind"]) == (
+        "nvidia.com", "Cluster", "GPUCluster")
