@@ -437,3 +437,22 @@ def test_the_gpu_cluster_used_here_is_what_the_chart_renders():
     crd = image_crd_files("v26.7.0")["nvidia.com_gpuclusters.yaml"][0]
     assert (crd["spec"]["group"], crd["spec"]["scope"], crd["spec"]["names"]["kind"]) == (
         "nvidia.com", "Cluster", "GPUCluster")
+
+
+def test_a_restarted_plugin_republishes_a_changed_mig_layout_with_the_next_generation():
+    c = start()
+    try:
+        c.wait(lambda: plugin_ready(c), 15)
+        c.wait(lambda: slices(c, "gpu-h100-mig-1"), 10)
+        # the MIG layout changes under the running plugin (an administrator's nvidia-smi): the
+        # plugin read NVML at start, so nothing changes until its pod is replaced
+        c.handle.ctx.mig.layouts["gpu-h100-mig-1"] = [None, None]
+        c.settle()
+        assert slices(c, "gpu-h100-mig-1")[0]["spec"]["pool"]["generation"] == 1
+        pod = c.operand_pods(gc_state.KUBELET_PLUGIN, "gpu-h100-mig-1")[0]
+        c.store.delete("pods", NS, pod["metadata"]["name"])
+        s = c.wait(lambda: next((x for x in slices(c, "gpu-h100-mig-1")
+                                 if x["spec"]["pool"]["generation"] == 2), None), 15, "generation 2")
+        assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    finally:
+        c.handle.stop()

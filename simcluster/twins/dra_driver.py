@@ -4,8 +4,9 @@ What the real gpu-kubelet-plugin (k8s-dra-driver-gpu, the v0.5.0 line the GPU Op
 v26.7.0 deploys as image dra-driver-nvidia-gpu) announces, and when:
   * only while its kubelet-plugin pod (DaemonSet nvidia-dra-driver-kubelet-plugin) runs Ready on
     the node: the plugin enumerates the GPUs through NVML at start and publishes through the
-    kubelet plugin helper; the slices go when no plugin pod is left on the node (the kubelet
-    removes an unregistered driver's slices);
+    kubelet plugin helper; the kubelet wipes the driver's slices on the node when the plugin has
+    been gone for its wiping delay (timings.dra_wipe_delay), so a restarted plugin finds and
+    updates its slice;
   * one ResourceSlice per node without the DynamicMIG feature gate (alpha, off by default):
     driver gpu.nvidia.com, pool = node name (generation bumped on every change,
     resourceSliceCount 1), nodeName set, generateName "<index %05x>-gpu.nvidia.com-<node>-"
@@ -27,6 +28,7 @@ UUIDs and PCI bus ids are the ones the DCGM twin reports for the same GPU index.
 
 import hashlib
 import json
+import time
 
 from ..errors import ApiError
 from .gpu_cluster import DRIVER, KUBELET_PLUGIN
@@ -183,30 +185,28 @@ class DraDriver:
         self.ctx = ctx
         self.snapshots = {}     # plugin pod uid -> devices (read once, at the pod's start)
         self.published = set()  # nodes whose slice this plugin published
+        self.gone_since = {}    # node -> when its plugin stopped running Ready (monotonic)
 
     def _plugins(self):
-        """node -> the Ready kubelet-plugin pod there; nodes with any plugin pod (even not Ready)."""
-        ready, present = {}, set()
+        """node -> the kubelet-plugin pod running Ready there."""
+        ready = {}
         for pod in self.ctx.list("pods"):
             if not any(r.get("kind") == "DaemonSet" and r.get("name") == KUBELET_PLUGIN
                        for r in pod["metadata"].get("ownerReferences") or []):
                 continue
             node = pod["spec"].get("nodeName")
-            if not node:
-                continue
-            present.add(node)
             st = pod.get("status") or {}
-            if st.get("phase") == "Running" and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                                    for c in st.get("conditions") or []):
+            if node and st.get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") and any(
+                    c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or []):
                 ready[node] = pod
-        return ready, present
+        return ready
 
     def driver_version(self, node):
         facts = self.ctx.facts.get(node) or {}
         return facts.get("host_driver") or DEFAULT_DRIVER
 
     def reconcile(self):
-        ready, present = self._plugins()
+        ready = self._plugins()
         live = {p["metadata"]["uid"] for p in ready.values()}
         for uid in list(self.snapshots):
             if uid not in live:
@@ -226,12 +226,22 @@ class DraDriver:
                 self.snapshots[uid] = node_devices(node, self.ctx.facts.get(node) or {}, layout,
                                                    self.driver_version(node))
             self._publish(node, self.snapshots[uid], by_node.get(node) or [])
+        now = time.monotonic()
+        delay = self.ctx.timings.get("dra_wipe_delay", 0.3)
+        for node in list(self.gone_since):
+            if node in ready:
+                del self.gone_since[node]
         for node, have in by_node.items():
-            if node in present or node not in self.published:
+            if node in ready or node not in self.published:
                 continue     # slices some other writer made are not the kubelet's to remove
+            since = self.gone_since.setdefault(node, now)
+            if now - since < delay:
+                self.ctx.runtime.after(delay - (now - since) + 0.01)
+                continue
             for s in have:
                 self._delete(s)
             self.published.discard(node)
+            del self.gone_since[node]
 
     def _publish(self, node, devices, have):
         store = self.ctx.store
