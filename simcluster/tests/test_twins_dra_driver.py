@@ -456,3 +456,21 @@ def test_a_restarted_plugin_republishes_a_changed_mig_layout_with_the_next_gener
         assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0", "gpu-1"]
     finally:
         c.handle.stop()
+
+
+def test_from_the_cluster_policy_to_the_gpu_cluster_the_device_plugin_resources_drop_to_zero():
+    c = start(cluster=False)
+    try:
+        c.store.create(CP, cluster_policy(driver={"enabled": False}))
+        c.wait(lambda: c.allocatable("gpu-h100-1") == "8", 15, "device plugin advertising 8 GPUs")
+        c.store.delete(CP, None, "cluster-policy")
+        c.store.create(GC, chart_gpu_cluster())
+        c.wait(lambda: c.allocatable("gpu-h100-1") == "0", 15, "allocatable 0 without a device plugin")
+        c.wait(lambda: len(slices(c)) == 4, 15)
+        labels = c.labels("gpu-h100-1")
+        assert "nvidia.com/gpu.deploy.device-plugin" not in labels
+        assert labels[gc_state.DRA_DRIVER_LABEL] == "true"
+        # kubelet keeps the extended resource's capacity until it restarts
+        assert c.node("gpu-h100-1")["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    finally:
+        c.handle.stop()
