@@ -200,3 +200,61 @@ NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NVIDIA_DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
 # The RuntimeClass the GPU Operator creates for its nvidia runtime handler (toolkit CONTAINERD_RUNTIME_CLASS).
 NVIDIA_RUNTIME_CLASS = "nvidia"
+
+
+# --- Dynamic Resource Allocation: GPUCluster stack and NVIDIA's DRA driver -----------------
+# GPU Operator v26.7.0: chart templates/gpucluster.yaml + validations.yaml, api/nvidia/v1alpha1/
+# gpucluster_types.go, manifests/state-dra-driver; k8s-dra-driver-gpu cmd/gpu-kubelet-plugin.
+GPUCLUSTER_API_VERSION = "nvidia.com/v1alpha1"
+GPUCLUSTER_KIND = "GPUCluster"
+GPUCLUSTER_NAME = "gpu-cluster"                       # a singleton: the CRD's CEL rule refuses other names
+GPUCLUSTER_CRD = "gpuclusters.nvidia.com"
+# status.state enum of the CRD (ready;notReady;disabled); conditions Ready/Error as ClusterPolicy.
+GC_STATE_READY = "ready"
+GC_STATE_NOT_READY = "notReady"
+GC_STATE_DISABLED = "disabled"
+# Condition reasons of controllers/gpucluster_controller.go (Ready=True only with REASON_RECONCILED).
+REASON_PREREQUISITE_NOT_MET = "PrerequisiteNotMet"    # a ClusterPolicy exists: the two may not co-exist
+REASON_RECONCILE_FAILED = "ReconcileFailed"
+REASON_OPERAND_NOT_READY = "OperandNotReady"
+# The operator labels its namespace so its claim templates may use adminAccess (never removed).
+LABEL_DRA_ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
+# Chart values keys: exactly one of the two CRs may be deployed (validations.yaml fails otherwise).
+CHART_CLUSTER_POLICY_KEY = "clusterPolicy"            # clusterPolicy.deployCR
+CHART_GPU_CLUSTER_KEY = "gpuCluster"                  # gpuCluster.deployCR
+CHART_DEPLOY_CR = "deployCR"
+CHART_DRA_DRIVER_KEY = "draDriver"                    # repository/image/version, gpus, computeDomains
+CHART_NVIDIA_DRIVER_CRD_KEY = "nvidiaDriverCRD"       # driver.nvidiaDriverCRD.enabled: required with a GPUCluster
+DRA_DRIVER_IMAGE = "dra-driver-nvidia-gpu"            # chart default draDriver.image (nvcr.io/nvidia)
+# Kubernetes: DRA is served GA as resource.k8s.io/v1 from 1.34.
+RESOURCE_API_GROUP = "resource.k8s.io"
+RESOURCE_API_VERSION = "resource.k8s.io/v1"
+DRA_MIN_KUBERNETES = (1, 34)
+DEVICE_CLASS_KIND = "DeviceClass"
+RESOURCE_SLICE_KIND = "ResourceSlice"
+RESOURCE_CLAIM_KIND = "ResourceClaim"
+RESOURCE_CLAIM_TEMPLATE_KIND = "ResourceClaimTemplate"
+# The driver, its pools (one per node, named after the node) and its DeviceClasses.
+DRA_DRIVER_NAME = "gpu.nvidia.com"
+DEVICE_CLASS_GPU = "gpu.nvidia.com"
+DEVICE_CLASS_MIG = "mig.nvidia.com"
+DEVICE_CLASS_VFIO = "vfio.gpu.nvidia.com"
+DEVICE_CLASS_CD_DAEMON = "compute-domain-daemon.nvidia.com"          # only with computeDomains.enabled
+DEVICE_CLASS_CD_CHANNEL = "compute-domain-default-channel.nvidia.com"
+COMPUTE_DOMAIN_DRIVER_NAME = "compute-domain.nvidia.com"
+# Device attributes the gpu kubelet plugin publishes (qualified by DRA_DRIVER_NAME in CEL:
+# device.attributes['gpu.nvidia.com'].<name>).
+DRA_ATTR_TYPE = "type"                                # "gpu" | "mig" | "vfio"
+DRA_TYPE_GPU = "gpu"
+DRA_TYPE_MIG = "mig"
+DRA_ATTR_UUID = "uuid"
+DRA_ATTR_PRODUCT = "productName"
+DRA_ATTR_PROFILE = "profile"                          # MIG devices: e.g. "1g.10gb"
+DRA_ATTR_PARENT_UUID = "parentUUID"
+DRA_ATTR_ARCHITECTURE = "architecture"
+DRA_ATTR_DRIVER_VERSION = "driverVersion"
+DRA_CAPACITY_MEMORY = "memory"
+# Operand workloads rendered by the GPUCluster controller and their node deploy label.
+DRA_KUBELET_PLUGIN_DAEMONSET = "nvidia-dra-driver-kubelet-plugin"   # also its pods' label app=
+DRA_CONTROLLER_DEPLOYMENT = "nvidia-dra-driver-controller"          # only with computeDomains.enabled
+LABEL_DEPLOY_DRA_DRIVER = "nvidia.com/gpu.deploy.dra-driver"
