@@ -94,10 +94,12 @@ class Context(object):
         self.run_label = run_label or params.get("run_id") or default_run_id()
         self.state = {}
         self.created = []  # (apiVersion, kind, name, namespace), removed after the last step
+        self.changed = False  # something was created (the module's `changed`)
 
     def track(self, obj):
         meta = obj.get("metadata") or {}
         key = (obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        self.changed = True
         if key not in self.created:
             self.created.append(key)
 
