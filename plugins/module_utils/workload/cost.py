@@ -39,9 +39,12 @@ def unit_size(text):
     return number * SCALE[match.group(2)], match.group(3)
 
 
+def _singular(word):
+    return (word or "").strip().lower().rstrip("s")
+
+
 def _same_unit(name, unit):
-    strip = lambda s: (s or "").strip().lower().rstrip("s")  # noqa: E731
-    return strip(name) == strip(unit)
+    return _singular(name) == _singular(unit)
 
 
 def compare(training, price_per_gpu_hour, baseline, currency):

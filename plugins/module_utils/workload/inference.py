@@ -115,7 +115,7 @@ def evaluate(summary, opts, rollout, figures, evidence):
         cause = ""
         if rollout.get("errors") is not None and rollout["errors"] > 0:
             cause = ": %d of them during the rollout (%.1f s), which lost requests" % (
-                rollout["errors"], rollout.get("seconds") or 0)
+                rollout["errors"], float(rollout.get("seconds") or 0))
         problems.append("%d of %d requests failed, error rate %.4f above %s%s%s" % (
             errors, requests, rate, limit, cause,
             (" (last: %s)" % summary["last_error"]) if summary.get("last_error") else ""))
@@ -210,12 +210,13 @@ def inference_serving(ctx):
             return Result("inference-serving", FAIL, "the rollout of %s did not finish: %s" % (
                 name, why_not_ready(ctx, dep)), evidence, figures)
         else:
-            rollout["seconds"] = round(rollout["done"] - rollout["at"], 2)
-            requests, errors = errors_between(found, rollout["at"], rollout["done"])
+            began, ended = float(rollout["at"]), float(rollout["done"])
+            rollout["seconds"] = round(ended - began, 2)
+            requests, errors = errors_between(found, began, ended)
             rollout["errors"] = errors
             figures.update(rollout_seconds=rollout["seconds"], errors_during_rollout=errors)
             evidence.append("rollout (%s) from %.3f to %.3f: %d requests, %d errors in those seconds" % (
-                upstream.RESTARTED_AT_ANNOTATION, rollout["at"], rollout["done"], requests, errors))
+                upstream.RESTARTED_AT_ANNOTATION, began, ended, requests, errors))
     if summary is None:
         pod = seen["pod"]
         problem = objects.pod_problem(pod) if pod is not None else "no pod"

@@ -202,4 +202,3 @@ def labels_exported(ctx):
         return Result("labels-exported", SKIP, "no prometheus_url: the series cannot be read "
                       "(set workload_acceptance_prometheus_url)")
     return check(ctx, prometheus_query(ctx), ctx.clock())
-

@@ -99,7 +99,7 @@ def junit(results, meta):
                quoteattr(meta.get("date", "")))]
     out += ['    <properties>', '      <property name="simulated" value=%s/>' % quoteattr(
         "true" if meta.get("simulated") else "false")]
-    for key, _ in HEADER:
+    for key, _label in HEADER:
         if meta.get(key) not in (None, ""):
             out.append('      <property name=%s value=%s/>' % (quoteattr(key), quoteattr(str(meta[key]))))
     out.append('    </properties>')

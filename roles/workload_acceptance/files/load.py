@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Bounded load against an inference Service (workload acceptance, inference step).
@@ -94,7 +93,7 @@ class Load:
         started = time.monotonic()
         deadline = started + self.args.seconds
         threads = [threading.Thread(target=self.worker, args=(deadline,), daemon=True)
-                   for _ in range(self.args.concurrency)]
+                   for _thread in range(self.args.concurrency)]
         for thread in threads:
             thread.start()
         seen_requests = seen_errors = 0

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A fixed-window training run with checkpoints (workload acceptance, steps 4 and 5).
@@ -63,7 +62,7 @@ def checkpoints(directory):
 
 def data_files(directory):
     out = []
-    for root, _, names in os.walk(directory):
+    for root, _dirs, names in os.walk(directory):
         out += [os.path.join(root, n) for n in sorted(names) if not n.endswith(".part")]
     return sorted(p for p in out if os.path.getsize(p) > 0)
 
@@ -175,7 +174,7 @@ def save(torch, args, model, optimizer, step, say):
         os.fsync(handle.fileno())
     os.replace(path + ".tmp", path)
     say("checkpoint", step=step, path=path, bytes=os.path.getsize(path), seconds=round(time.monotonic() - began, 3))
-    for _, old in checkpoints(args.checkpoint_dir)[args.keep:]:
+    for _step, old in checkpoints(args.checkpoint_dir)[args.keep:]:
         os.remove(old)
 
 
