@@ -168,6 +168,10 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
                     limitranger.mutate_pod(obj, lrs)
     elif resource == "limitranges":
         core.default_limit_range(obj)
+    elif resource in ("persistentvolumeclaims", "persistentvolumes"):
+        _default_volume_fields(resource, obj)
+        if resource == "persistentvolumeclaims" and op == "CREATE":
+            _default_storage_class(store, obj)
     core.canonicalize_quantities(resource, obj)
 
     # Validation (422).
@@ -191,6 +195,29 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
     if op == "CREATE" and ns:
         _quota(st, store, resource, obj)
     return warnings
+
+
+def _default_volume_fields(resource, obj):
+    """SetDefaults_PersistentVolumeClaimSpec / SetDefaults_PersistentVolume: volumeMode Filesystem;
+    a PV's reclaim policy Retain."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("volumeMode", "Filesystem")
+    if resource == "persistentvolumes":
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+
+
+def _default_storage_class(store, obj):
+    """DefaultStorageClass: a claim created without spec.storageClassName (nil, not "") gets the
+    default class; with several defaults the newest (then the first by name)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("storageClassName") is not None:
+        return
+    from simcluster.twins.volumes import STORAGE_CLASSES, default_class  # the one rule, shared with the twin
+    chosen = default_class(store.list(STORAGE_CLASSES))
+    if chosen is not None:
+        spec["storageClassName"] = chosen["metadata"]["name"]
 
 
 def _namespace_lifecycle(store, ns, resource, name):

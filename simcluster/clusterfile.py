@@ -24,6 +24,8 @@ DEFAULT_TIMINGS = {
     "job_run": 0.1,           # run-to-completion pods: Running -> Succeeded
     "crash_backoff": 0.2,     # container error -> CrashLoopBackOff
     "mpi_launch_timeout": 0.5,  # nccl-tests launcher: how long mpirun waits for its workers
+    "load_tick": 0.05,        # load.py twin: wall seconds per simulated second of its run
+    "train_step": 0.05,       # acceptance programs: wall seconds per simulated second (one training step)
 }
 FAULTS = {
     "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff
@@ -50,7 +52,16 @@ NODE_KEYS = {"name", "gpus", "host_driver", "host_toolkit", "host_toolkit_config
 GPU_KEYS = {"model", "count", "memory_mib", "mig_capable", "nvlink_bus_bandwidth_gbps"}
 FABRIC_KEYS = {"name", "bus_bandwidth_gbps"}
 TOP_KEYS = {"crds", "nodes", "faults", "timings", "registries", "nfd", "mig_parted_config",
-            "name", "description", "kubernetes_version", "audit"}
+            "name", "description", "kubernetes_version", "audit", "storage_classes", "workload"}
+STORAGE_CLASS_KEYS = {"name", "default", "provisioner", "reclaim_policy", "volume_binding_mode",
+                      "allow_volume_expansion", "parameters"}
+BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+RECLAIM_POLICIES = ("Delete", "Retain")
+WORKLOAD_KEYS = {"data_sources", "download_mbps", "training", "serving"}
+TRAINING_DEFAULTS = {"samples_per_second_per_gpu": {"default": 100.0}, "checkpoint_bytes": 1073741824,
+                     "checkpoint_write_mbps": 2000.0, "restore_mbps": 4000.0}
+SERVING_DEFAULTS = {"latency_ms": {"p50": 40.0, "p90": 70.0, "p99": 120.0}, "rps_per_replica": 50.0}
+DOWNLOAD_MBPS = 500.0
 
 
 class ClusterFileError(ValueError):
@@ -147,7 +158,139 @@ def validate(data, base_dir=".", source="cluster file"):
             _err("timings.%s" % key, "must be a number of seconds >= 0, got %r" % (value,))
         timings[key] = float(value)
     spec["timings"] = timings
+    spec["storage_classes"] = _storage_classes(data.get("storage_classes"))
+    spec["workload"] = _workload(data.get("workload"))
     return spec
+
+
+def _storage_classes(value):
+    """StorageClasses created at start (a CSI driver's install creates them on a real cluster)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _err("storage_classes", "must be a list of {name, provisioner, default: true|false}")
+    out, seen = [], set()
+    for i, sc in enumerate(value):
+        where = "storage_classes[%d]" % i
+        if isinstance(sc, str):
+            sc = {"name": sc}
+        if not isinstance(sc, dict):
+            _err(where, "must be a mapping {name, provisioner, default}, got %r" % (sc,))
+        unknown = set(sc) - STORAGE_CLASS_KEYS
+        if unknown:
+            _err(where, "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(STORAGE_CLASS_KEYS)))
+        name = sc.get("name")
+        if not isinstance(name, str) or not _DNS1123.match(name) or len(name) > 253:
+            _err(where + ".name", "must be a DNS-1123 subdomain (a StorageClass name), got %r" % (name,))
+        if name in seen:
+            _err(where + ".name", "duplicate StorageClass %r" % name)
+        seen.add(name)
+        provisioner = sc.get("provisioner", "simcluster.skaffon.io/hostpath")
+        if not isinstance(provisioner, str) or not provisioner:
+            _err(where + ".provisioner", "must be the CSI driver name (e.g. nfs.csi.k8s.io), got %r" % (provisioner,))
+        default = sc.get("default", False)
+        if not isinstance(default, bool):
+            _err(where + ".default", "must be true or false, got %r" % (default,))
+        mode = sc.get("volume_binding_mode", "Immediate")
+        if mode not in BINDING_MODES:
+            _err(where + ".volume_binding_mode", "must be one of %s, got %r" % (", ".join(BINDING_MODES), mode))
+        policy = sc.get("reclaim_policy", "Delete")
+        if policy not in RECLAIM_POLICIES:
+            _err(where + ".reclaim_policy", "must be one of %s, got %r" % (", ".join(RECLAIM_POLICIES), policy))
+        expand = sc.get("allow_volume_expansion", False)
+        if not isinstance(expand, bool):
+            _err(where + ".allow_volume_expansion", "must be true or false, got %r" % (expand,))
+        params = sc.get("parameters") or {}
+        if not isinstance(params, dict):
+            _err(where + ".parameters", "must be a mapping of strings")
+        out.append({"name": name, "provisioner": provisioner, "default": default,
+                    "volume_binding_mode": mode, "reclaim_policy": policy,
+                    "allow_volume_expansion": expand,
+                    "parameters": {str(k): str(v) for k, v in params.items()}})
+    return out
+
+
+def _rate(value, where, unit="MB/s"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        _err(where, "must be a number of %s > 0, got %r" % (unit, value))
+    return float(value)
+
+
+def _count_bytes(value, where):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _err(where, "must be a whole number of bytes >= 0, got %r" % (value,))
+    return value
+
+
+def _workload(value):
+    """What the acceptance programs (stage.py, train.py, load.py) find in the simulated cluster."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        _err("workload", "must be a mapping with data_sources, download_mbps, training, serving")
+    unknown = set(value) - WORKLOAD_KEYS
+    if unknown:
+        _err("workload", "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(WORKLOAD_KEYS)))
+    sources = value.get("data_sources") or {}
+    if not isinstance(sources, dict):
+        _err("workload.data_sources", "must map a URL to {bytes: N}")
+    out_sources = {}
+    for url, entry in sources.items():
+        where = "workload.data_sources[%r]" % (url,)
+        if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
+            _err(where, "the key must be an http(s) URL, got %r" % (url,))
+        if isinstance(entry, int) and not isinstance(entry, bool):
+            entry = {"bytes": entry}
+        if not isinstance(entry, dict) or set(entry) - {"bytes"} or "bytes" not in entry:
+            _err(where, "must be {bytes: N} (the file's size), got %r" % (entry,))
+        out_sources[url] = {"bytes": _count_bytes(entry["bytes"], where + ".bytes")}
+    out = {"data_sources": out_sources,
+           "download_mbps": _rate(value.get("download_mbps", DOWNLOAD_MBPS), "workload.download_mbps")}
+
+    training = value.get("training") or {}
+    if not isinstance(training, dict):
+        _err("workload.training", "must be a mapping with keys %s" % sorted(TRAINING_DEFAULTS))
+    unknown = set(training) - set(TRAINING_DEFAULTS)
+    if unknown:
+        _err("workload.training", "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(TRAINING_DEFAULTS)))
+    rates = training.get("samples_per_second_per_gpu", TRAINING_DEFAULTS["samples_per_second_per_gpu"])
+    if isinstance(rates, (int, float)) and not isinstance(rates, bool):
+        rates = {"default": rates}
+    if not isinstance(rates, dict) or not rates:
+        _err("workload.training.samples_per_second_per_gpu",
+             "must map a GPU model (nvidia.com/gpu.product) or `default` to samples/s, got %r" % (rates,))
+    out_rates = {}
+    for model, rate in rates.items():
+        out_rates[str(model)] = _rate(rate, "workload.training.samples_per_second_per_gpu.%s" % model, "samples/s")
+    out_rates.setdefault("default", TRAINING_DEFAULTS["samples_per_second_per_gpu"]["default"])
+    out["training"] = {
+        "samples_per_second_per_gpu": out_rates,
+        "checkpoint_bytes": _count_bytes(training.get("checkpoint_bytes", TRAINING_DEFAULTS["checkpoint_bytes"]),
+                                         "workload.training.checkpoint_bytes"),
+        "checkpoint_write_mbps": _rate(training.get("checkpoint_write_mbps",
+                                                    TRAINING_DEFAULTS["checkpoint_write_mbps"]),
+                                       "workload.training.checkpoint_write_mbps"),
+        "restore_mbps": _rate(training.get("restore_mbps", TRAINING_DEFAULTS["restore_mbps"]),
+                              "workload.training.restore_mbps")}
+
+    serving = value.get("serving") or {}
+    if not isinstance(serving, dict):
+        _err("workload.serving", "must be a mapping with keys %s" % sorted(SERVING_DEFAULTS))
+    unknown = set(serving) - set(SERVING_DEFAULTS)
+    if unknown:
+        _err("workload.serving", "unknown key(s) %s; allowed: %s" % (sorted(unknown), sorted(SERVING_DEFAULTS)))
+    latency = serving.get("latency_ms", SERVING_DEFAULTS["latency_ms"])
+    if not isinstance(latency, dict) or set(latency) - {"p50", "p90", "p99"}:
+        _err("workload.serving.latency_ms", "must be {p50: ms, p90: ms, p99: ms}, got %r" % (latency,))
+    lat = dict(SERVING_DEFAULTS["latency_ms"])
+    for key, ms in latency.items():
+        lat[key] = _rate(ms, "workload.serving.latency_ms.%s" % key, "milliseconds")
+    if not lat["p50"] <= lat["p90"] <= lat["p99"]:
+        _err("workload.serving.latency_ms", "must satisfy p50 <= p90 <= p99, got %r" % (lat,))
+    out["serving"] = {"latency_ms": lat,
+                      "rps_per_replica": _rate(serving.get("rps_per_replica", SERVING_DEFAULTS["rps_per_replica"]),
+                                               "workload.serving.rps_per_replica", "requests/s")}
+    return out
 
 
 def _node(node, where, seen):

@@ -231,7 +231,63 @@ def _simple(cols, cells, wide=()):
     return columns, row
 
 
+ACCESS_MODES = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+                ("ReadWriteOncePod", "RWOP"))
+
+
+def _modes(modes):
+    """GetAccessModesAsString: the short forms in a fixed order."""
+    return ",".join(short for mode, short in ACCESS_MODES if mode in (modes or ()))
+
+
+def _pvc_cells(o):
+    """printPersistentVolumeClaim."""
+    spec, st = o.get("spec") or {}, o.get("status") or {}
+    phase = "Terminating" if o["metadata"].get("deletionTimestamp") else st.get("phase", "")
+    capacity = modes = ""
+    if spec.get("volumeName"):
+        modes = _modes(st.get("accessModes"))
+        capacity = (st.get("capacity") or {}).get("storage", "")
+    cls = spec.get("storageClassName")
+    if cls is None:
+        cls = (o["metadata"].get("annotations") or {}).get("volume.beta.kubernetes.io/storage-class", "")
+    return ([phase, spec.get("volumeName", ""), capacity, modes, cls,
+             spec.get("volumeAttributesClassName") or "<unset>"], [spec.get("volumeMode") or "<unset>"])
+
+
+def _pv_cells(o):
+    """printPersistentVolume."""
+    spec, st = o.get("spec") or {}, o.get("status") or {}
+    ref = spec.get("claimRef")
+    claim = "%s/%s" % (ref.get("namespace", ""), ref.get("name", "")) if ref else ""
+    phase = "Terminating" if o["metadata"].get("deletionTimestamp") else st.get("phase", "")
+    return ([(spec.get("capacity") or {}).get("storage", ""), _modes(spec.get("accessModes")),
+             spec.get("persistentVolumeReclaimPolicy", ""), phase, claim, spec.get("storageClassName", ""),
+             spec.get("volumeAttributesClassName") or "<unset>", st.get("reason", "")],
+            [spec.get("volumeMode") or "<unset>"])
+
+
+def _storage_class_printer():
+    """printStorageClass: the default class's name gets " (default)"."""
+    columns = [_col("Name"), _col("Provisioner"), _col("ReclaimPolicy"), _col("VolumeBindingMode"),
+               _col("AllowVolumeExpansion"), _col("Age")]
+
+    def row(o):
+        ann = o["metadata"].get("annotations") or {}
+        default = "true" in (ann.get("storageclass.kubernetes.io/is-default-class"),
+                             ann.get("storageclass.beta.kubernetes.io/is-default-class"))
+        return [o["metadata"]["name"] + (" (default)" if default else ""), o.get("provisioner", ""),
+                o.get("reclaimPolicy") or "Delete", o.get("volumeBindingMode") or "Immediate",
+                bool(o.get("allowVolumeExpansion")), age(o["metadata"].get("creationTimestamp"))]
+    return columns, row
+
+
 PRINTERS = {
+    "persistentvolumeclaims": _simple(["Status", "Volume", "Capacity", "Access Modes", "StorageClass",
+                                       "VolumeAttributesClass"], _pvc_cells, ["VolumeMode"]),
+    "persistentvolumes": _simple(["Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass",
+                                  "VolumeAttributesClass", "Reason"], _pv_cells, ["VolumeMode"]),
+    "storageclasses.storage.k8s.io": _storage_class_printer(),
     "pods": _simple(["Ready", "Status", "Restarts"], _pod_cells,
                     ["IP", "Node", "Nominated Node", "Readiness Gates"]),
     "nodes": _simple(["Status", "Roles", "Version"], _node_cells),

@@ -155,6 +155,21 @@ def test_eviction_allowed_within_budget_then_blocked(store):
         disruption.evict(store, "team", "b", {})
 
 
+def test_pdb_with_neither_field_allows_no_eviction(store):
+    """policy/v1 accepts a budget without minAvailable and maxUnavailable and defaults neither;
+    the disruption controller then expects 0 pods and allows no disruption."""
+    running(store, "a", {"app": "web"})
+    pdb(store)
+    status = store.get("poddisruptionbudgets.policy", "team", "pdb")["status"]
+    assert (status["currentHealthy"], status["desiredHealthy"], status["disruptionsAllowed"],
+            status["expectedPods"]) == (1, 0, 0, 0)
+    with pytest.raises(ApiError) as exc:
+        disruption.evict(store, "team", "a", {})
+    assert exc.value.code == 429
+    assert exc.value.details["causes"][0]["message"] == ("The disruption budget pdb needs 0 healthy "
+                                                         "pods and has 1 currently")
+
+
 def test_eviction_dry_run_and_pending_pods(store):
     running(store, "a", {"app": "web"})
     pdb(store, minAvailable=1)

@@ -7,6 +7,7 @@ store events and timers. The twins use only the Store protocol
 controller's.
 """
 
+from .acceptance_programs import AcceptancePrograms
 from .context import CLUSTER_POLICIES, Ctx
 from .device_plugin import DevicePlugin
 from .gpu_operator import GpuOperator
@@ -14,11 +15,13 @@ from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
 from .kai_scheduler import KaiScheduler
 from .kubelet import Kubelet
 from .kueue import Kueue
+from .load import LoadTwin
 from .mig_manager import MigManager
 from .nccl_tests import NcclTests
 from .nodes import Nodes
 from .runtime import Runtime
 from .scheduler import Scheduler
+from .volumes import PersistentVolumes, register as register_storage_classes
 from .workloads import (DaemonSets, Deployments, GarbageCollector, Jobs, ReplicaSets,
                         StatefulSets)
 
@@ -57,7 +60,7 @@ def build(store, spec):
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
-                          NcclTests(ctx).pod_hook]
+                          NcclTests(ctx).pod_hook, LoadTwin(ctx).pod_hook, AcceptancePrograms(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
     # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
     ctx.operator.unwatched = {"namespaces"}
@@ -65,7 +68,7 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Kueue(ctx), Jobs(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
+                           Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
                            KaiScheduler(ctx),
                            ctx.kubelet]
     return ctx, runtime
@@ -74,6 +77,7 @@ def build(store, spec):
 def start(store, spec):
     ctx, runtime = build(store, spec)
     ctx.nodes.register()
+    register_storage_classes(store, spec)
     store.subscribe(runtime.on_event)
     runtime.start()
     runtime.kick()

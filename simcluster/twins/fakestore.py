@@ -16,6 +16,7 @@ from ..selectors import match_labels, parse_label_selector
 from ..store import assign_pod
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "clusterpolicies.nvidia.com", "persistentvolumes",
+                  "storageclasses.storage.k8s.io",
                   "customresourcedefinitions.apiextensions.k8s.io", "priorityclasses.scheduling.k8s.io",
                   "clusterroles.rbac.authorization.k8s.io",
                   "clusterrolebindings.rbac.authorization.k8s.io"}

@@ -22,6 +22,7 @@ from ..errors import ApiError
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
+from .volumes import VOLUME_NODE_CONFLICT, claims_problem, volume_node_conflict
 from .util import clone, containers_requests, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
@@ -250,6 +251,12 @@ class KaiScheduler:
         if want > len(job.pending):
             return self._unschedulable(job, "Unschedulable", "Waiting for %d pods of the pod group, %d exist" % (
                 job.min_member, len(job.running) + len(job.pending)))
+        for p in need[:want]:
+            # the k8s VolumeBinding PreFilter KAI runs for every pod: a gang waits for all claims
+            claims = claims_problem(self.ctx, p)
+            if claims is not None:
+                return self._unschedulable(job, "Unschedulable", "pod %s/%s: %s" % (
+                    p["metadata"]["namespace"], p["metadata"]["name"], claims))
         req = {}
         for p in need[:want]:
             _add(req, pod_vector(p))
@@ -311,7 +318,7 @@ class KaiScheduler:
 
     # -- nodes -----------------------------------------------------------------------------------
     @staticmethod
-    def _fits(pod, node, used):
+    def _fits(pod, node, used, ctx=None):
         spec = pod["spec"]
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(
                 spec.get("tolerations"), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
@@ -323,6 +330,8 @@ class KaiScheduler:
         short = insufficient(spec, node, used)
         if short:
             return "node(s) didn't have enough resources: %s" % ("GPUs" if short[0] == GPU else short[0])
+        if ctx is not None and volume_node_conflict(ctx, pod, node):
+            return VOLUME_NODE_CONFLICT
         return None
 
     def _place(self, pods, want, nodes, used):
@@ -334,7 +343,7 @@ class KaiScheduler:
                 break
             order = sorted(nodes, key=lambda n: -trial.get(n["metadata"]["name"], {}).get(GPU, 0.0))
             for node in order:
-                if self._fits(pod, node, trial) is None:
+                if self._fits(pod, node, trial, self.ctx) is None:
                     acc = trial.setdefault(node["metadata"]["name"], {"pods": 0})
                     _add(acc, containers_requests(pod["spec"]))
                     acc["pods"] = acc.get("pods", 0) + 1
@@ -345,7 +354,7 @@ class KaiScheduler:
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
         for node in nodes:
-            why = self._fits(pod, node, used) or "node(s) could not fit all pods of the gang"
+            why = self._fits(pod, node, used, self.ctx) or "node(s) could not fit all pods of the gang"
             counts[why] = counts.get(why, 0) + 1
         detail = ", ".join("%d %s" % (n, r) for r, n in sorted(counts.items()))
         return "Resources were not found for %d pod(s) of the workload: 0/%d nodes are available: %s." % (

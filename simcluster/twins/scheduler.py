@@ -5,13 +5,16 @@ Filters run in the real plugin order and a node reports its first failure
 message aggregates the way the real one does:
   0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present},
   2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: ...
-Pods for another scheduler (e.g. kai-scheduler) stay Pending untouched.
+Pods for another scheduler (e.g. kai-scheduler) stay Pending untouched. Before the node filters,
+VolumeBinding's PreFilter (volumes.claims_problem): a missing or unbound (Immediate) claim makes the
+pod unschedulable on every node, with no preemption.
 """
 
 
 from ..errors import ApiError
 from .matching import matches_node_selector, untolerated_taint, tolerates
 from .util import clone, containers_requests, parse_quantity, pod_active, set_condition, write_status
+from .volumes import VOLUME_NODE_CONFLICT, claims_problem, prefilter_message, select_node, volume_node_conflict
 
 DEFAULT_SCHEDULERS = ("", None, "default-scheduler")
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -42,7 +45,8 @@ def _aggregate(counts, total):
 
 
 class Scheduler:
-    watches = {"pods", "nodes"}      # runtime.py: changes of these run a pass
+    # runtime.py: changes of these run a pass (a claim that binds makes its pods schedulable)
+    watches = {"pods", "nodes", "persistentvolumeclaims", "storageclasses.storage.k8s.io"}
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -88,9 +92,17 @@ class Scheduler:
         if have.get("pods", 0) + 1 > parse_quantity(alloc.get("pods", "110")):
             reasons.append("Too many pods")
         reasons.extend("Insufficient %s" % res for res in sorted(insufficient(spec, node, used)))
-        return (reasons, True) if reasons else None
+        if reasons:
+            return reasons, True
+        if volume_node_conflict(self.ctx, pod, node):
+            return [VOLUME_NODE_CONFLICT], False
+        return None
 
     def _schedule(self, pod, nodes, used):
+        problem = claims_problem(self.ctx, pod)
+        if problem is not None:
+            self._unschedulable(pod, prefilter_message(len(nodes), problem))
+            return
         pinned = _pinned_nodes(pod["spec"])
         if pinned is not None:
             # NodeAffinity PreFilter: a matchFields metadata.name term (DaemonSet pods)
@@ -110,6 +122,9 @@ class Scheduler:
             message = "%s preemption: %s" % (_aggregate(failures, total), _aggregate(preempt, total))
         else:
             message = "no nodes available to schedule pods"
+        self._unschedulable(pod, message)
+
+    def _unschedulable(self, pod, message):
         status = clone(pod.get("status") or {})
         status["phase"] = "Pending"
         status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
@@ -157,7 +172,8 @@ def insufficient(spec, node, used):
 def bind(ctx, pod, name, used):
     """The Binding (spec.nodeName and PodScheduled=True in one write), the Scheduled event; `used` counts
     the pod's requests on the node. A pod deleted or bound meanwhile is left for the next pass (as the real
-    binder's 404/409)."""
+    binder's 404/409). WaitForFirstConsumer claims learn the node first (VolumeBinding PreBind)."""
+    select_node(ctx, pod, name)
     try:
         ctx.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], name)
     except ApiError as err:

@@ -3,11 +3,13 @@
 They write through the Store like real controllers, so admission applies to
 the pods they create: a refused pod leaves the owner short of it and records
 a FailedCreate event ("Error creating: <reason>"), as kube-controller-manager does.
-Simplifications (documented in docs/simcluster-clusterfile.md): a template
-change replaces all pods at once (no surge/maxUnavailable pacing); deletions
-are immediate (no graceful termination).
+Deployments roll out as the deployment controller paces them (maxSurge /
+maxUnavailable, readiness; Recreate drops every old pod first), see Deployments.
+Simplifications (documented in docs/simcluster-clusterfile.md): no minReadySeconds;
+deletions are immediate (no graceful termination).
 """
 
+import math
 
 from ..errors import ApiError
 from .matching import DAEMONSET_TOLERATIONS, matches_node_selector, untolerated_taint
@@ -129,7 +131,148 @@ class ReplicaSets:
             write_status(store, "replicasets.apps", rs, status)
 
 
+# -- Deployment rollouts, as pkg/controller/deployment paces them (rolling.go, recreate.go,
+# util/deployment_util.go). The arithmetic is kept in plain functions over replica counts so
+# that the upstream table tests (rolling_test.go, deployment_util_test.go) port one to one.
+
+DEFAULT_FENCEPOST = "25%"          # apps/v1 defaults: maxSurge and maxUnavailable 25%
+REVISION = "deployment.kubernetes.io/revision"
+DESIRED = "deployment.kubernetes.io/desired-replicas"
+MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+
+
+def int_or_percent(value, total, round_up):
+    """intstr.GetScaledValueFromIntOrPercent: an int as is, "N%" of `total` rounded up (maxSurge)
+    or down (maxUnavailable); any other string is an error."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("invalid value for IntOrString: invalid type: neither int nor percentage")
+    if isinstance(value, int):
+        return value
+    digits = value[:-1]
+    if not value.endswith("%") or not digits.lstrip("+-").isdigit():
+        raise ValueError("invalid value for IntOrString: invalid type: string is not a percentage")
+    part = int(digits) * total / 100.0
+    return int(math.ceil(part)) if round_up else int(math.floor(part))
+
+
+def resolve_fenceposts(max_surge, max_unavailable, desired):
+    """ResolveFenceposts: (surge, unavailable); an unset one counts 0, and when both resolve to
+    0 (a percentage rounded down) unavailable becomes 1 so that the rollout can progress."""
+    surge = int_or_percent(0 if max_surge is None else max_surge, desired, True)
+    unavailable = int_or_percent(0 if max_unavailable is None else max_unavailable, desired, False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
+
+
+def rollout_strategy(spec):
+    """(type, maxSurge, maxUnavailable) with the apps/v1 defaults applied (this store does not
+    default Deployments): RollingUpdate, 25% and 25%."""
+    strategy = spec.get("strategy") or {}
+    kind = strategy.get("type") or "RollingUpdate"
+    if kind != "RollingUpdate":
+        return kind, None, None
+    rolling = strategy.get("rollingUpdate") or {}
+    surge = rolling.get("maxSurge")
+    unavailable = rolling.get("maxUnavailable")
+    return (kind, DEFAULT_FENCEPOST if surge is None else surge,
+            DEFAULT_FENCEPOST if unavailable is None else unavailable)
+
+
+def max_unavailable(kind, max_surge, max_unav, desired):
+    """MaxUnavailable: 0 for Recreate or no replicas; never more than the replicas."""
+    if kind != "RollingUpdate" or desired == 0:
+        return 0
+    return min(resolve_fenceposts(max_surge, max_unav, desired)[1], desired)
+
+
+def max_surge_of(kind, max_surge, max_unav, desired):
+    """MaxSurge: 0 for Recreate."""
+    if kind != "RollingUpdate":
+        return 0
+    return resolve_fenceposts(max_surge, max_unav, desired)[0]
+
+
+def new_rs_new_replicas(kind, desired, surge, all_replicas, new_replicas):
+    """NewRSNewReplicas: the new ReplicaSet grows while all ReplicaSets together stay within
+    desired + maxSurge, never beyond desired; Recreate takes desired at once."""
+    if kind != "RollingUpdate":
+        return desired
+    max_total = desired + surge
+    if all_replicas >= max_total:
+        return new_replicas
+    return new_replicas + min(max_total - all_replicas, desired - new_replicas)
+
+
+def reconcile_new(kind, desired, surge, all_replicas, new_replicas):
+    """reconcileNewReplicaSet: the new ReplicaSet's next size, or None (no scaling)."""
+    if new_replicas == desired:
+        return None
+    if new_replicas > desired:
+        return desired
+    target = new_rs_new_replicas(kind, desired, surge, all_replicas, new_replicas)
+    return None if target == new_replicas else target
+
+
+def cleanup_unhealthy(olds, max_cleanup):
+    """cleanupUnhealthyReplicas over [(spec replicas, available)] (oldest first): old pods that
+    are not available go first, at most max_cleanup. Returns (new sizes, count removed)."""
+    sizes, total = [spec for spec, _avail in olds], 0
+    for i, (spec, avail) in enumerate(olds):
+        if total >= max_cleanup:
+            break
+        if spec == 0 or spec == avail:
+            continue
+        down = min(max_cleanup - total, spec - avail)
+        sizes[i] = spec - down
+        total += down
+    return sizes, total
+
+
+def scale_down_old_for_rolling(desired, max_unav, available, sizes):
+    """scaleDownOldReplicaSetsForRollingUpdate: with `available` pods across all ReplicaSets,
+    old ones shrink (oldest first) by what is above desired - maxUnavailable."""
+    min_available = desired - max_unav
+    if available <= min_available:
+        return list(sizes), 0
+    out, done, budget = list(sizes), 0, available - min_available
+    for i, size in enumerate(sizes):
+        if done >= budget:
+            break
+        if size == 0:
+            continue
+        down = min(size, budget - done)
+        out[i] = size - down
+        done += down
+    return out, done
+
+
+def reconcile_old(desired, max_unav, new, olds):
+    """reconcileOldReplicaSets: new = (spec, available), olds = [(spec, available)] oldest first.
+    The old ReplicaSets' next sizes, or None (no scaling). Scaled down at most
+    all - (desired - maxUnavailable) - unavailable new pods, so new pods that do not become
+    available never let the old ones go."""
+    if not sum(spec for spec, _a in olds):
+        return None
+    all_replicas = new[0] + sum(spec for spec, _a in olds)
+    max_scaled_down = all_replicas - (desired - max_unav) - (new[0] - new[1])
+    if max_scaled_down <= 0:
+        return None
+    sizes, cleaned = cleanup_unhealthy(olds, max_scaled_down)
+    available = new[1] + sum(a for _s, a in olds)
+    sizes, scaled = scale_down_old_for_rolling(desired, max_unav, available, sizes)
+    return sizes if cleaned + scaled else None
+
+
+def _revision(rs):
+    value = (rs["metadata"].get("annotations") or {}).get(REVISION, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
 class Deployments:
+    """RollingUpdate and Recreate as the deployment controller does them; each pass takes one
+    step (scale the new ReplicaSet up, else the old ones down) and the next pass follows the
+    pods' readiness. A pod counts as available when Ready (minReadySeconds is not modelled)."""
     # runtime.py: changes of these run a pass
     watches = {"deployments.apps", "replicasets.apps", "pods"}
 
@@ -137,7 +280,6 @@ class Deployments:
         self.ctx = ctx
 
     def reconcile(self):
-        store = self.ctx.store
         rs_by_owner = {}
         for rs in self.ctx.list("replicasets.apps"):
             uid = controller_uid(rs)
@@ -146,133 +288,154 @@ class Deployments:
         for dep in self.ctx.list("deployments.apps"):
             self._one(dep, rs_by_owner.get(dep["metadata"]["uid"], []))
 
+    def _pods(self, rs):
+        return [p for p in self.ctx.by_index("pods", "owner", rs["metadata"]["uid"])
+                if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
+
+    def _available(self, rs):
+        """Ready pods of the ReplicaSet, no more than its size (a ReplicaSet just scaled down
+        is about to delete the surplus, not-ready ones first)."""
+        ready = sum(1 for p in self._pods(rs) if pod_ready(p))
+        return min(ready, int(rs["spec"].get("replicas") or 0))
+
     def _one(self, dep, owned):
-        store = self.ctx.store
         spec = dep["spec"]
         want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+        kind, surge_v, unav_v = rollout_strategy(spec)
+        try:
+            surge = max_surge_of(kind, surge_v, unav_v, want)
+            unavailable = max_unavailable(kind, surge_v, unav_v, want)
+        except ValueError:
+            surge, unavailable = max_surge_of("RollingUpdate", None, None, want), 1
         template = clone(spec.get("template") or {})
         h = template_hash(template)
         new = next((r for r in owned
                     if (r["metadata"].get("labels") or {}).get("pod-template-hash") == h), None)
-        revisions = [int((r["metadata"].get("annotations") or {})
-                         .get("deployment.kubernetes.io/revision", "0") or 0) for r in owned]
-        top = max(revisions or [0])
-        name = dep["metadata"]["name"]
+        olds = sorted((r for r in owned if r is not new),
+                      key=lambda r: (r["metadata"].get("creationTimestamp") or "", r["metadata"]["name"]))
+        top = max([_revision(r) for r in owned] or [0])
+        if new is not None and _revision(new) < top:
+            # a rollback to an older template makes it the newest revision
+            new = self._patch(new, {"metadata": {"annotations": {REVISION: str(top + 1)}}}) or new
+        if kind == "Recreate":
+            new = self._recreate(dep, want, template, h, new, olds, top)
+        else:
+            new = self._rolling(dep, want, surge, unavailable, template, h, new, olds, top)
+        self._status(dep, new, olds, want, unavailable)
+
+    # -- strategies ---------------------------------------------------------------------
+    def _rolling(self, dep, want, surge, unavailable, template, h, new, olds, top):
+        old_total = sum(int(r["spec"].get("replicas") or 0) for r in olds)
         if new is None:
-            tmpl = clone(template)
-            tmpl.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
-            selector = clone(spec.get("selector") or {})
-            selector.setdefault("matchLabels", {})["pod-template-hash"] = h
-            labels = dict(tmpl["metadata"]["labels"])
-            rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                  "metadata": {"name": "%s-%s" % (name, h), "namespace": dep["metadata"]["namespace"],
-                               "labels": labels,
-                               "annotations": {"deployment.kubernetes.io/revision": str(top + 1),
-                                               "deployment.kubernetes.io/desired-replicas": str(want),
-                                               "deployment.kubernetes.io/max-replicas": str(want)},
-                               "ownerReferences": [owner_ref(dep, "Deployment", "apps/v1")]},
-                  "spec": {"replicas": want, "selector": selector, "template": tmpl}}
-            try:
-                new = store.create("replicasets.apps", rs)
-                self.ctx.event_once(dep, "ScalingReplicaSet",
-                                    "Scaled up replica set %s from 0 to %d" % (rs["metadata"]["name"], want))
-            except ApiError as err:
-                if err.code == 409:
-                    return
+            size = new_rs_new_replicas("RollingUpdate", want, surge, old_total, 0)
+            return self._create(dep, template, h, size, want, surge, top)
+        size = int(new["spec"].get("replicas") or 0)
+        target = reconcile_new("RollingUpdate", want, surge, old_total + size, size)
+        if target is not None:
+            return self._scale(dep, new, target, want, surge) or new
+        sizes = reconcile_old(want, unavailable, (size, self._available(new)),
+                              [(int(r["spec"].get("replicas") or 0), self._available(r)) for r in olds])
+        for rs, target in zip(olds, sizes or []):
+            if target != int(rs["spec"].get("replicas") or 0):
+                self._scale(dep, rs, target, want, surge)
+        return new
+
+    def _recreate(self, dep, want, template, h, new, olds, top):
+        """rolloutRecreate: every old ReplicaSet to 0, wait until none of their pods runs, then
+        the new ReplicaSet at full size: the service has no pod in between."""
+        active = [r for r in olds if int(r["spec"].get("replicas") or 0)]
+        for rs in active:
+            self._scale(dep, rs, 0, want, 0)
+        if active or any(self._pods(r) for r in olds):
+            return new
+        if new is None:
+            return self._create(dep, template, h, want, want, 0, top)
+        if int(new["spec"].get("replicas") or 0) != want:
+            return self._scale(dep, new, want, want, 0) or new
+        return new
+
+    # -- writes -------------------------------------------------------------------------
+    def _patch(self, rs, changes):
+        try:
+            return self.ctx.store.merge_patch("replicasets.apps", rs["metadata"]["namespace"],
+                                              rs["metadata"]["name"], changes)
+        except ApiError:
+            return None
+
+    def _scale(self, dep, rs, target, want, surge):
+        current = int(rs["spec"].get("replicas") or 0)
+        out = self._patch(rs, {"spec": {"replicas": target}, "metadata": {"annotations": {
+            DESIRED: str(want), MAX_REPLICAS: str(want + surge)}}})
+        if out is not None and target != current:
+            self.ctx.event_once(dep, "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d"
+                                % ("up" if target > current else "down", rs["metadata"]["name"],
+                                   current, target),
+                                key="%s-%d-%d-%s" % (rs["metadata"]["name"], current, target,
+                                                     rs["metadata"].get("resourceVersion")))
+        return out
+
+    def _create(self, dep, template, h, size, want, surge, top):
+        spec = dep["spec"]
+        name = dep["metadata"]["name"]
+        tmpl = clone(template)
+        tmpl.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
+        selector = clone(spec.get("selector") or {})
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = h
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": "%s-%s" % (name, h), "namespace": dep["metadata"]["namespace"],
+                           "labels": dict(tmpl["metadata"]["labels"]),
+                           "annotations": {REVISION: str(top + 1), DESIRED: str(want),
+                                           MAX_REPLICAS: str(want + surge)},
+                           "ownerReferences": [owner_ref(dep, "Deployment", "apps/v1")]},
+              "spec": {"replicas": size, "selector": selector, "template": tmpl}}
+        if spec.get("minReadySeconds"):
+            rs["spec"]["minReadySeconds"] = spec["minReadySeconds"]
+        try:
+            new = self.ctx.store.create("replicasets.apps", rs)
+        except ApiError as err:
+            if err.code != 409:
                 self.ctx.event_once(dep, "FailedCreate", "Error creating: %s" % err.message, "Warning")
-                return
-        else:
-            rev = int((new["metadata"].get("annotations") or {})
-                      .get("deployment.kubernetes.io/revision", "0") or 0)
-            changes = {}
-            if new["spec"].get("replicas") != want:
-                changes["spec"] = {"replicas": want}
-            if rev < top:      # a rollback to an older template makes it the newest revision
-                changes["metadata"] = {"annotations": {"deployment.kubernetes.io/revision": str(top + 1)}}
-            if changes:
-                try:
-                    new = store.merge_patch("replicasets.apps", new["metadata"]["namespace"],
-                                            new["metadata"]["name"], changes)
-                except ApiError:
-                    return
-        self._scale_down_old(dep, new, owned, want)
-        self._status(dep, new, owned, want)
+            return None
+        if size:
+            self.ctx.event_once(dep, "ScalingReplicaSet", "Scaled up replica set %s from 0 to %d"
+                                % (rs["metadata"]["name"], size),
+                                key="%s-0-%d-%s" % (rs["metadata"]["name"], size,
+                                                    new["metadata"].get("uid")))
+        return new
 
-    def _scale_down_old(self, dep, new, owned, want):
-        """RollingUpdate: old pods go only as the new ones become ready, keeping at least
-        want - maxUnavailable ready (so a new template that never gets ready, e.g. an image
-        that does not pull, leaves the old pods serving). Recreate: old ones go at once.
-        Approximation: the new ReplicaSet is scaled to `want` at once (maxSurge not applied)."""
-        store = self.ctx.store
-        old_sets = sorted((r for r in owned if r["metadata"]["uid"] != new["metadata"]["uid"]
-                           and r["spec"].get("replicas")),
-                          key=lambda r: r["metadata"].get("creationTimestamp") or "")
-        if not old_sets:
-            return
-        strategy = dep["spec"].get("strategy") or {}
-        if strategy.get("type") == "Recreate":
-            keep = 0
-        else:
-            max_unavailable = _scaled((strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%"),
-                                      want, round_up=False)
-            new_ready = (new.get("status") or {}).get("readyReplicas", 0)
-            keep = max(0, want - max_unavailable - new_ready)
-        for old in old_sets:
-            current = old["spec"]["replicas"]
-            target = min(current, keep)
-            keep -= target
-            if target == current:
-                continue
-            try:
-                store.merge_patch("replicasets.apps", old["metadata"]["namespace"],
-                                  old["metadata"]["name"], {"spec": {"replicas": target}})
-                self.ctx.event_once(dep, "ScalingReplicaSet", "Scaled down replica set %s from %s to %d"
-                                    % (old["metadata"]["name"], current, target),
-                                    key="down-%s-%s-%d" % (old["metadata"]["name"], new["metadata"]["name"],
-                                                           target))
-            except ApiError:
-                pass
-
-    def _status(self, dep, new, owned, want):
-        st_new = new.get("status") or {}
-        total = sum((r.get("status") or {}).get("replicas", 0) for r in owned if r is not new) \
-            + st_new.get("replicas", 0)
-        ready = sum((r.get("status") or {}).get("readyReplicas", 0) for r in owned if r is not new) \
-            + st_new.get("readyReplicas", 0)
-        updated = st_new.get("replicas", 0)
-        available = ready
-        old = dep.get("status") or {}
-        conds = clone(old.get("conditions") or [])
-        if available >= want:
+    def _status(self, dep, new, olds, want, unavailable):
+        """calculateStatus and the Available / Progressing conditions (sync.go, progress.go)."""
+        sets = [r for r in olds if r is not new] + ([new] if new is not None else [])
+        st = lambda r, k: (r.get("status") or {}).get(k, 0) if r is not None else 0  # noqa: E731
+        total = sum(st(r, "replicas") for r in sets)
+        ready = sum(st(r, "readyReplicas") for r in sets)
+        available = sum(st(r, "availableReplicas") for r in sets)
+        updated = st(new, "replicas")
+        spec_total = sum(int(r["spec"].get("replicas") or 0) for r in sets)
+        conds = clone((dep.get("status") or {}).get("conditions") or [])
+        if available >= want - unavailable:
             set_condition(conds, "Available", "True", "MinimumReplicasAvailable",
                           "Deployment has minimum availability.")
         else:
             set_condition(conds, "Available", "False", "MinimumReplicasUnavailable",
                           "Deployment does not have minimum availability.")
-        complete = updated == want and total == want and available >= want
-        rs_name = new["metadata"]["name"]
-        if complete:
+        if new is None:      # Recreate: the old pods are still going
+            set_condition(conds, "Progressing", "True", "ReplicaSetUpdated",
+                          'Deployment "%s" is progressing.' % dep["metadata"]["name"])
+        elif updated == want and total == want and available == want:
             set_condition(conds, "Progressing", "True", "NewReplicaSetAvailable",
-                          'ReplicaSet "%s" has successfully progressed.' % rs_name)
+                          'ReplicaSet "%s" has successfully progressed.' % new["metadata"]["name"])
         else:
             set_condition(conds, "Progressing", "True", "ReplicaSetUpdated",
-                          'ReplicaSet "%s" is progressing.' % rs_name)
+                          'ReplicaSet "%s" is progressing.' % new["metadata"]["name"])
         for c in conds:
             c.setdefault("lastUpdateTime", now_iso())
         status = {"observedGeneration": dep["metadata"].get("generation", 1),
                   "replicas": total, "updatedReplicas": updated, "readyReplicas": ready,
-                  "availableReplicas": available, "unavailableReplicas": max(0, want - available),
-                  "conditions": conds}
+                  "availableReplicas": available,
+                  "unavailableReplicas": max(0, spec_total - available), "conditions": conds}
         status = {k: v for k, v in status.items() if v or k in ("observedGeneration", "conditions")}
         write_status(self.ctx.store, "deployments.apps", dep, status)
-
-
-def _scaled(value, total, round_up):
-    """An IntOrString like maxUnavailable ("25%" or 1) as a count of `total` pods."""
-    if isinstance(value, str) and value.endswith("%"):
-        part = total * int(value[:-1]) / 100.0
-        return int(-(-part // 1)) if round_up else int(part)
-    return int(value)
 
 
 def daemonset_pod_node(pod):

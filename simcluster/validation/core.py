@@ -7,6 +7,7 @@ raise the 400 decode error a real server gives.
 """
 
 import ipaddress
+import re
 
 from simcluster.jsoncopy import clone
 from simcluster.errors import FieldError
@@ -272,6 +273,60 @@ def validate_workload(resource, obj, ctx):
             errs.append(FieldError("Invalid value", tpath + ".metadata.labels",
                                    _go_map(meta.get("labels") or {}),
                                    "`selector` does not match template `labels`"))
+    if resource == "deployments.apps":
+        errs.extend(validate_deployment_strategy((obj.get("spec") or {}).get("strategy")))
+    return errs
+
+
+PERCENT_MSG = ("a valid percent string must be a numeric string followed by an ending '%' "
+               "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")
+
+
+def _fencepost(value, path, errs):
+    """ValidatePositiveIntOrPercent: its value (0 when unset: the 25% default is not 0)."""
+    if value is None:
+        return 25
+    if isinstance(value, str):
+        if not re.match(r"^[0-9]+%$", value):
+            errs.append(FieldError("Invalid value", path, value, PERCENT_MSG))
+            return 1
+        return int(value[:-1])
+    if isinstance(value, bool) or not isinstance(value, int):
+        errs.append(FieldError("Invalid value", path, value, "must be an integer or percentage (e.g '5%')"))
+        return 1
+    if value < 0:
+        errs.append(FieldError("Invalid value", path, value, "must be greater than or equal to 0"))
+    return value
+
+
+def validate_deployment_strategy(strategy):
+    """apps validation ValidateDeploymentStrategy / ValidateRollingUpdateDeployment."""
+    errs = []
+    if not isinstance(strategy, dict):
+        return errs
+    path = "spec.strategy"
+    kind = strategy.get("type") or "RollingUpdate"
+    rolling = strategy.get("rollingUpdate")
+    if kind == "Recreate":
+        if rolling is not None:
+            errs.append(FieldError("Forbidden", path + ".rollingUpdate", None,
+                                   "may not be specified when strategy `type` is 'Recreate'"))
+        return errs
+    if kind != "RollingUpdate":
+        errs.append(FieldError("Unsupported value", path + ".type", kind,
+                               'supported values: "Recreate", "RollingUpdate"'))
+        return errs
+    if not isinstance(rolling, dict):
+        return errs
+    rp = path + ".rollingUpdate"
+    unav = _fencepost(rolling.get("maxUnavailable"), rp + ".maxUnavailable", errs)
+    surge = _fencepost(rolling.get("maxSurge"), rp + ".maxSurge", errs)
+    if unav == 0 and surge == 0:
+        errs.append(FieldError("Invalid value", rp + ".maxUnavailable", rolling.get("maxUnavailable"),
+                               "may not be 0 when `maxSurge` is 0"))
+    value = rolling.get("maxUnavailable")
+    if isinstance(value, str) and re.match(r"^[0-9]+%$", value) and int(value[:-1]) > 100:
+        errs.append(FieldError("Invalid value", rp + ".maxUnavailable", value, "must not be greater than 100%"))
     return errs
 
 

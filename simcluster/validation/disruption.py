@@ -80,9 +80,10 @@ def budget(pdb, pods, scale_of=None):
         expected = expected_scale(matched, scale_of)
         desired = _scaled(min_avail, expected, True)
     else:
-        expected = len(matched)
-        desired = expected
-    allowed = max(0, healthy - desired)
+        # neither field (policy/v1 allows it, nothing defaults one): getExpectedPodCount falls
+        # through with 0 and 0, and no pod expected means no disruption allowed (fail closed)
+        expected = desired = 0
+    allowed = max(0, healthy - desired) if expected > 0 else 0
     return {"expectedPods": expected, "currentHealthy": healthy, "desiredHealthy": desired,
             "disruptionsAllowed": allowed}
 

@@ -297,6 +297,19 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
     exprs += [(panel, q.replace("$node", ".*").replace("$namespace", ".*"))
               for cm in cms for _b, panel, q in panel_queries(cm)]
     exprs.append(("usage report: failed pods", usage_report.FAILED_QUERY_PLAIN % 300))
+    # the usage report's workload view: a Job whose pod failed (terminated reason, the Job's failed
+    # count) and a pod whose container crashed and restarted (restarts, last terminated reason)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ksm-fail", "namespace": "team-a"},
+           "spec": {"backoffLimit": 0, "template": {
+               "metadata": {"labels": {"gpu.skaffon.io/model": "llama-3-8b"},
+                            "annotations": {"simcluster.skaffon.io/behaviour": "fail"}},
+               "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}
+    crash = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "ksm-crash", "namespace": "team-a", "annotations": {"simcluster.skaffon.io/behaviour": "crash"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    for obj in (job, crash):
+        kubectl(sim, "apply", "-f", "-", stdin=json.dumps(obj))
+    exprs += [("usage report: %s" % key, expr % 300) for key, expr in usage_report.WORKLOAD_QUERIES]
     selectors = sorted(set((name, sel) for name, e in exprs for sel in series_selectors(e)))
     assert any(sel.startswith("kube_node_status_allocatable") for _n, sel in selectors)
     empty = []
@@ -306,6 +319,13 @@ def test_every_rule_and_dashboard_selector_matches_series(cluster, prometheus):
         except AssertionError:
             empty.append((name, sel))
     assert empty == []
+    # the allowlisted pod label and the Job's failure reason, as the workload view reads them
+    prometheus.wait(lambda: prometheus.query(
+        'kube_pod_labels{namespace="team-a",label_gpu_skaffon_io_model="llama-3-8b"}'), 30,
+        "the model label of the Job's pod")
+    prometheus.wait(lambda: prometheus.query(
+        'kube_job_status_failed{namespace="team-a",job_name="ksm-fail",reason="BackoffLimitExceeded"} == 1'), 30,
+        "the Job's failure reason")
     # the GPU resources of both nodes, with the label values kube-state-metrics writes
     alloc = prometheus.query('kube_node_status_allocatable{unit="integer",resource=~"nvidia_com_.+"}')
     assert sorted((s["metric"]["node"], s["metric"]["resource"]) for s in alloc if float(s["value"][1]) > 0) == [
@@ -365,3 +385,34 @@ def test_kube_state_metrics_alert_fires_when_a_gpu_node_offers_no_gpus(cluster, 
     finally:
         kubectl(sim, "label", "node", node, "%s=true" % label, "--overwrite", check=False)
         prom.stop()
+
+
+def test_usage_report_on_live_series(cluster, prometheus, tmp_path):
+    """playbooks/usage_report.yml on what Prometheus scraped from the simulated DCGM exporter and
+    kube-state-metrics a moment ago: a GPU pod with the model label is a workload with its image and
+    model, its GPU seconds are counted, and the report says the figures are simulated."""
+    sim, _ = cluster
+    kubectl(sim, "create", "namespace", "team-a", check=False)
+    pod = gpu_pod("usage-train", "gpu-l40s-1", 70)      # the H100s are held by the pods of the tests above
+    pod["metadata"]["labels"] = {"gpu.skaffon.io/model": "llama-3-8b", "gpu.skaffon.io/dataset": "c4-sample"}
+    start = time.time() - 2
+    kubectl(sim, "apply", "-f", "-", stdin=json.dumps(pod))
+    prometheus.wait(lambda: prometheus.query(
+        'count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="team-a",pod="usage-train"}[1m]) >= 5'), 60,
+        "five GPU samples of the pod")
+    prometheus.wait(lambda: prometheus.query('kube_pod_labels{pod="usage-train",label_gpu_skaffon_io_model!=""}'),
+                    30, "the pod's labels in kube-state-metrics")
+    res = run_playbook(os.path.join(REPO, "playbooks", "usage_report.yml"), sim.env,
+                       inventory=os.path.join(HERE, "inventories", "usage_report"), extra_vars={
+                           "usage_report_prometheus_url": prometheus.url, "usage_report_start": "%d" % start,
+                           "usage_report_end": "%d" % (time.time() + 1), "usage_report_sample_interval": 1,
+                           "usage_report_node_pools": {"gpu-h100-1": "h100", "gpu-l40s-1": "l40s"},
+                           "usage_report_dest": str(tmp_path), "usage_report_simulated": True})
+    kubectl(sim, "delete", "pod", "-n", "team-a", "usage-train", "--wait=false", check=False)
+    assert res.rc == 0, res
+    out = res.task_results("Query Prometheus and write the report")[0]
+    (row,) = [w for w in out["workloads"] if w["workload"] == "Pod/usage-train"]
+    assert (row["team"], row["image"], row["model"], row["dataset"], row["failed_pods"]) == (
+        "team-a", "nvcr.io/nvidia/cuda:12.4.1-base", "llama-3-8b", "c4-sample", 0)
+    assert row["allocated_gpu_hours"] * 3600 >= 5 and row["busy_gpu_hours"] == row["allocated_gpu_hours"]
+    assert (tmp_path / "gpu-usage.md").read_text().startswith("> **Figures from a simulated cluster.**")

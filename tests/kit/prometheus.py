@@ -20,12 +20,19 @@ KSM_LABEL = "app.kubernetes.io/name"          # what the kube-state-metrics char
 KSM_APP = "kube-state-metrics"
 KSM_SELECTOR = "%s=%s" % (KSM_LABEL, KSM_APP)
 KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
+# the pod labels the usage report's workload view reads (docs/monitoring.md: a site sets this as
+# kube-prometheus-stack's kube-state-metrics.metricLabelsAllowlist; the chart's default is none)
+KSM_LABELS_ALLOWLIST = "pods=[gpu.skaffon.io/owner,gpu.skaffon.io/model,gpu.skaffon.io/dataset]"
 
 
-def kube_state_metrics_deployment(namespace="monitoring", image=KSM_IMAGE):
+def kube_state_metrics_deployment(namespace="monitoring", image=KSM_IMAGE, labels_allowlist=KSM_LABELS_ALLOWLIST):
     """The kube-state-metrics Deployment a site gets from kube-prometheus-stack (its subchart's
-    names, labels, image, port), which the platform does not install. The simulator's twin
-    (simcluster/ksm.py) serves the series only while this pod runs."""
+    names, labels, image, port; jobs among its default collectors), which the platform does not
+    install, with the label allowlist docs/monitoring.md asks for. The simulator's twin
+    (simcluster/ksm.py) serves the series only while this pod runs and reads its flags."""
+    args = ["--port=8080", "--resources=daemonsets,jobs,nodes,pods"]
+    if labels_allowlist:
+        args.append("--metric-labels-allowlist=" + labels_allowlist)
     labels = {KSM_LABEL: KSM_APP, "app.kubernetes.io/instance": "kube-prometheus-stack"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "kube-prometheus-stack-kube-state-metrics", "namespace": namespace,
@@ -36,7 +43,7 @@ def kube_state_metrics_deployment(namespace="monitoring", image=KSM_IMAGE):
                                              "seccompProfile": {"type": "RuntimeDefault"}},
                          "containers": [{
                              "name": "kube-state-metrics", "image": image,
-                             "args": ["--port=8080", "--resources=daemonsets,nodes,pods"],
+                             "args": args,
                              "ports": [{"name": "http", "containerPort": 8080}],
                              "securityContext": {"allowPrivilegeEscalation": False,
                                                  "readOnlyRootFilesystem": True,

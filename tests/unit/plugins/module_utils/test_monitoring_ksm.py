@@ -17,13 +17,16 @@ def shipped_expressions():
     exprs = [r["expr"] for g in monitoring.prometheus_rule()["spec"]["groups"] for r in g["rules"]]
     exprs += [q for cm in monitoring.dashboards() for _b, _p, q in dashboards.queries(cm)]
     exprs += [usage_report.UTIL_QUERY, usage_report.FAILED_QUERY_PLAIN]
+    exprs += [expr for _key, expr in usage_report.WORKLOAD_QUERIES]
     return exprs
 
 
 def test_every_kube_state_metrics_series_read_is_rendered_by_the_twin():
     read = set(n for e in shipped_expressions() for n in KSM_NAME.findall(e))
     assert read == {"kube_node_status_allocatable", "kube_daemonset_status_number_unavailable",
-                    "kube_pod_status_phase"}
+                    "kube_pod_status_phase", "kube_pod_owner", "kube_pod_labels", "kube_pod_container_info",
+                    "kube_pod_container_status_restarts_total", "kube_pod_container_status_terminated_reason",
+                    "kube_pod_container_status_last_terminated_reason", "kube_job_status_failed"}
     assert read <= set(ksm.METRIC_NAMES), sorted(read - set(ksm.METRIC_NAMES))
 
 
@@ -35,3 +38,8 @@ def test_the_gpu_resource_regex_matches_the_labels_kube_state_metrics_writes():
         assert regex.match(label) and unit == "integer", (resource, label)
     for resource in ("cpu", "memory", "pods", "ephemeral-storage"):
         assert not regex.match(ksm.resource_unit(resource)[0])
+
+
+def test_the_report_reads_pod_labels_under_the_name_the_twin_writes():
+    for key in ("gpu.skaffon.io/model", "gpu.example.org/dataset", "camelCase/Key"):
+        assert usage_report.ksm_label_name(key) == ksm.prometheus_label(key)

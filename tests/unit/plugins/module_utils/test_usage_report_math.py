@@ -13,18 +13,21 @@ def series(node, pod, ns, values):
 def test_hours_shares_and_costs():
     util = [series("n1", "a", "t1", [90] * 120 + [0] * 60),       # 60 s samples: 2 h busy, 1 h idle
             series("n2", "b", "t2", [7] * 60),                    # 1 h neither
-            series("n2", "c", "t2", [50] * 30)]                   # 0.5 h busy, failed
+            series("n2", "c", "t2", [50] * 30)]                   # 0.5 h failed-run (not busy: the pod failed)
     rep = ur.compute(util, {("t2", "c")}, {"n1": "h100", "n2": "l40s"}, {"h100": 4.0}, {"t1": 6},
                      busy_percent=10, idle_percent=5, sample_interval=60)
     t1, t2 = rep["teams"]
     assert (t1["allocated_gpu_hours"], t1["busy_gpu_hours"], t1["idle_gpu_hours"]) == (3.0, 2.0, 1.0)
     assert t1["cost"] == 12.0 and t1["cost_per_unit"] == 2.0 and t1["busy_share"] == 0.6667
-    assert (t2["allocated_gpu_hours"], t2["failed_pod_gpu_hours"], t2["cost"]) == (1.5, 0.5, None)
+    assert (t2["allocated_gpu_hours"], t2["busy_gpu_hours"], t2["failed_run_gpu_hours"], t2["cost"]) == (
+        1.5, 0.0, 0.5, None)
     assert rep["rows"][1]["other_gpu_hours"] == 1.0
     md = ur.markdown(rep, "s", "e", "EUR", "model")
-    assert "| t1 | 3.0 | 2.0 | 67 % | 1.0 | 0.0 | 12.00 | 6 | 2.00 |" in md
-    assert "| t2 | 1.5 | 0.5 | 33 % | 0.0 | 0.5 | n/a | n/a | n/a |" in md
-    assert ur.csv_text(rep).splitlines()[1] == "t1,h100,3.0,2.0,1.0,0.0,0.0,4.0,12.0"
+    assert "| t1 | 3.0 | 2.0 | 67 % | 0.0 | 1.0 | 0.0 |" in md
+    assert "| t2 | 1.5 | 0.0 | 0 % | 1.0 | 0.0 | 0.5 |" in md
+    assert "| t1 | 8.00 | 0.00 | 0.00 | 0.00 | 4.00 | 0.00 | 0.00 | 12.00 | 6 | 2.00 |" in md
+    assert "| t2 | n/a | 0.00 | 0.00 | 0.00 | n/a | n/a | 0.00 | n/a | n/a | n/a |" in md
+    assert ur.csv_text(rep).splitlines()[1] == "t1,h100,3.0,2.0,0.0,1.0,0.0,4.0,8.0,4.0,0.0,12.0"
 
 
 def test_unknown_node_goes_to_no_pool():
