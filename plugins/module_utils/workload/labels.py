@@ -155,10 +155,11 @@ def check(ctx, query, now):
                                 POD_LABELS_METRIC, ", ".join(ksm_label(k) for k in missing), ",".join(missing)))
     if gpu and pod_labels:
         keep = [ksm_label(k) for k in want if k not in missing]
+        # one kube_pod_labels series per pod on the right (a pod relabelled within the window has two)
         joined = query('count(last_over_time(%s{namespace=%s, pod=~%s}[%ds]) * on (namespace, pod) group_left(%s) '
-                       'group by (%s) (last_over_time(%s{namespace=%s}[%ds])))' % (
+                       'topk by (namespace, pod) (1, last_over_time(%s{namespace=%s}[%ds])))' % (
                            GPU_METRIC, quote(namespace), quote(pods), window, ", ".join(keep),
-                           ", ".join(["namespace", "pod"] + keep), POD_LABELS_METRIC, quote(namespace), window))
+                           POD_LABELS_METRIC, quote(namespace), window))
         count = int(float((joined[0].get("value") or [0, "0"])[1])) if joined else 0
         figures["gpu_series_attributed"] = count
         evidence.append("%d GPU series join kube_pod_labels on (namespace, pod)" % count)

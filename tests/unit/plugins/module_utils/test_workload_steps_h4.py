@@ -132,7 +132,7 @@ def test_labels_pass_when_gpu_pod_labels_and_queue_series_carry_them():
                for e in res.evidence)
     assert any("label_gpu_platform_skaffon_io_team" in e for e in res.evidence)
     joined = [q for q in query.asked if "group_left" in q][0]
-    assert "group by (namespace, pod, label_cost_center," in joined
+    assert "group_left(label_cost_center, " in joined and "topk by (namespace, pod) (1, " in joined
 
 
 def test_labels_fail_names_the_allowlist_and_the_missing_queue_series():
