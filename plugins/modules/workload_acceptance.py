@@ -27,8 +27,19 @@ description:
   - A failing step does not fail the module; its result names the cause. A step whose input step failed is
     SKIP. The role writes the report first and fails afterwards.
   - Every object the run created is removed at the end, also when a step failed.
-  - A low all-reduce result is located with runs pinned to two nodes each - disjoint pairs first, then every
+  - A low all-reduce result is located with runs pinned to two nodes each - disjoint pairs first (at the same time), then every
     node of a bad pair with a node of a good pair; a node whose pairs are all bad is named.
+notes:
+  - C(queued-job) removes the training Job again once its pods are bound (the benchmark gang needs the same
+    GPUs); C(training-window) submits it anew and leaves it running for C(checkpoint-restore), so the program's
+    own run (C(--seconds)) must outlast the window plus the checkpoint wait.
+  - The rank-0 pod is the pod with completion index 0 (an Indexed Job) or the Job's only pod; its log carries the
+    programs' JSON lines. C(checkpoint-restore) deletes that pod; the Job must replace it (C(backoffLimit) above 0).
+  - The nccl-tests Job follows Open MPI's launcher pattern - an Indexed Job whose index 0 runs C(mpirun); for a pair
+    run its copy gets 2 pods, required node affinity on C(kubernetes.io/hostname), mpirun's C(-np) scaled and a
+    hostfile the script writes (C(seq 0 N-1) over C(<job>-$i.<service>)) renamed.
+  - Times in the programs' lines are unix seconds; the recovery time is the first step's time after the restore
+    minus the time of the delete on the control node, so the clocks of the nodes and the control node must agree.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -300,6 +311,7 @@ def server_version(kube):
 def run(module):
     ids = module.params["steps"]
     runner.validate_ids(ids)
+    runner.validate_params(module.params)
     ctx = runner.Context(module.kube, module.params)
     if module.check_mode:
         results = [runner.Result(step_id, runner.SKIP, "check mode: no workload is created")

@@ -11,12 +11,15 @@ nccl-tests prints one figure for the whole ring: a degraded node, or a broken li
 nodes, lowers the ring and nothing says where. On a low (or wrong) result the step finds the
 place as people do by hand, with runs pinned to two nodes each (required node affinity on
 kubernetes.io/hostname), a pair running at the speed of its slower end:
-1. disjoint pairs over all nodes (an odd node out is paired with the first node);
-2. every node of a bad pair is run again with a node of a good pair;
+1. disjoint pairs over all nodes, at the same time (an odd node out is paired with the first
+   node afterwards);
+2. every node of a bad pair is run again with a node of a good pair (at the same time where
+   their nodes differ);
 3. a node whose pairs are all bad is named; a bad pair whose two nodes are good with others is
    named as a pair (their path through the fabric); when no pair is good, no single node can
    be told apart and the step says so.
-That is at most about 2 x nodes runs instead of nodes x (nodes - 1) / 2 for all pairs.
+That is at most about 1.5 x nodes runs in a few rounds instead of nodes x (nodes - 1) / 2 for all
+pairs; the pairs of a round fit where the whole gang fit (the same nodes, the same GPUs).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,13 +31,16 @@ import re
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import nccl, objects
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.queue import submit
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.queue import admit, start
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.runner import FAIL, PASS, Result, step
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+PROGRAM = "all_reduce_perf"
 # env variables a launcher script may read for the node count (rewritten for a pair run)
 NODE_COUNT_ENV = ("NNODES", "NUM_NODES", "N_NODES", "NODE_COUNT")
 _NP = re.compile(r"(?<![\w-])(-np|--np|-n)(\s+|=)(\d+)\b")
+# a launcher script that writes the hostfile itself: `for i in $(seq 0 N-1)` over <job>-$i.<service>
+_SEQ = re.compile(r"\bseq 0 (\d+)\b")
 
 
 def _rows(parsed):
@@ -49,7 +55,8 @@ def _rows(parsed):
 
 
 def _wrong(parsed):
-    return bool(parsed.get("wrong_total")) or bool(parsed.get("errors"))
+    """Wrong results: #wrong elements in the table, or out-of-bounds values in its summary."""
+    return bool(parsed.get("wrong_total")) or bool(parsed.get("out_of_bounds"))
 
 
 class Run(object):
@@ -60,6 +67,7 @@ class Run(object):
         self.problem = None
         self.evidence = []
         self.figures = {}
+        self.sub = None
 
     @property
     def avg(self):
@@ -79,46 +87,66 @@ class Run(object):
 
 def benchmark(ctx, objs, label):
     """Submit the benchmark Job (+ Service), wait for its launcher, read and remove it."""
-    run = Run(label)
-    timeout = int(ctx.params.get("benchmark_timeout") or 900)
-    objects.pick(objs, "Job", "nccl")
+    return benchmarks(ctx, [(objs, label)])[0]
+
+
+def benchmarks(ctx, runs):
+    """Several benchmarks at once ([(objs, label)], on disjoint nodes): all submitted, then each
+    waited for, read, and removed at the end."""
+    started = []
     try:
-        sub = submit(ctx, objs, "nccl")
-        run.evidence.extend(sub.evidence)
-        run.nodes = sub.nodes
-        if sub.problem:
-            run.problem = sub.problem
-            return run
-        pods = {}
-
-        def launcher_done():
-            found = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
-            if found:
-                pods["launcher"] = found[0]
-                pods["all"] = found
-            job = ctx.kube.get("batch/v1", "Job", sub.name, sub.namespace)
-            launcher = pods.get("launcher")
-            if launcher is not None and objects.phase_of(launcher) in ("Succeeded", "Failed"):
-                return objects.phase_of(launcher)
-            return objects.job_finished(job) if job else "gone"
-
-        outcome = objects.until(ctx, launcher_done, timeout, watch=("v1", "Pod", sub.namespace))
-        launcher = pods.get("launcher")
-        run.nodes = sorted(set(objects.node_of(p) for p in pods.get("all") or sub.pods if objects.node_of(p)))
-        text = objects.log_of(ctx, launcher) if launcher is not None else ""
-        if outcome is None:
-            run.problem = "the launcher did not finish within %d s" % timeout
-            return run
-        run.parsed = nccl.parse(text)
-        if not run.parsed.get("rows") and not run.parsed.get("errors"):
-            run.problem = "the launcher pod %s ended %s without a result table%s" % (
-                objects.name_of(launcher) if launcher else "(none)", outcome,
-                (": " + objects.pod_problem(launcher)) if launcher is not None and objects.pod_problem(launcher) else "")
-        return run
+        for objs, label in runs:
+            run = Run(label)
+            started.append(run)
+            run.sub = start(ctx, objs, "nccl")
+        for run in started:
+            _finish(ctx, run)
+        return started
     finally:
-        for body in objs:
-            if body["kind"] == "Job":
-                objects.remove(ctx, body, int(ctx.params.get("pod_timeout") or 300))
+        for objs, _label in runs:
+            for body in objs:
+                if body["kind"] == "Job":
+                    objects.remove(ctx, body, int(ctx.params.get("pod_timeout") or 300))
+
+
+def _finish(ctx, run):
+    timeout = int(ctx.params.get("benchmark_timeout") or 900)
+    sub = admit(ctx, run.sub)
+    run.evidence.extend(sub.evidence)
+    run.nodes = sub.nodes
+    if sub.problem:
+        run.problem = sub.problem
+        return
+    pods = {}
+    # every node seen: a failed launcher makes the Job controller delete the workers
+    seen_nodes = set(sub.nodes)
+
+    def launcher_done():
+        found = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
+        seen_nodes.update(objects.node_of(p) for p in found if objects.node_of(p))
+        launchers = [p for p in found if objects.index_of(p) in (0, None)]
+        if launchers:
+            pods["launcher"] = launchers[0]
+        job = ctx.kube.get("batch/v1", "Job", sub.name, sub.namespace)
+        launcher = pods.get("launcher")
+        if launcher is not None and objects.phase_of(launcher) in ("Succeeded", "Failed"):
+            return objects.phase_of(launcher)
+        return objects.job_finished(job) if job else "gone"
+
+    outcome = objects.until(ctx, launcher_done, timeout, watch=("v1", "Pod", sub.namespace))
+    launcher = pods.get("launcher")
+    run.nodes = sorted(seen_nodes)
+    text = objects.log_of(ctx, launcher) if launcher is not None else ""
+    if outcome is None:
+        run.problem = "the launcher did not finish within %d s" % timeout
+        return
+    run.parsed = nccl.parse(text)
+    if not run.parsed.get("rows"):
+        said = [e for e in run.parsed.get("errors") or [] if not e.startswith("no result rows")]
+        said = said[:1] or [line.strip() for line in text.splitlines() if line.strip()][:2]
+        run.problem = "the launcher pod %s ended %s without a result table%s" % (
+            objects.name_of(launcher) if launcher else "(none)", outcome,
+            (": " + " | ".join(said)) if said else "")
 
 
 def pair_objects(objs, pair, number):
@@ -153,7 +181,7 @@ def pair_objects(objs, pair, number):
                         labels[key] = new
             _pin(pod_spec, pair)
             for container in (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or []):
-                _resize(container, size)
+                _resize(container, size, old, new)
         out.append(body)
     return out
 
@@ -169,15 +197,39 @@ def _pin(pod_spec, pair):
     required["nodeSelectorTerms"] = terms
 
 
-def _resize(container, size):
-    """mpirun's process count and a node-count variable scaled from `size` nodes to 2."""
-    def scale(match):
-        count = int(match.group(3))
+def _resize(container, size, old, new):
+    """The launcher's view of the run for 2 nodes instead of `size`: mpirun's process count (its
+    -np/-n before the program: all_reduce_perf's own -n is its iteration count), the hosts of a
+    hostfile the script writes (seq 0 N-1, <job>-$i.<service>), a node-count variable."""
+    def scaled(count):
         per_node = count // size if size and count % size == 0 else None
-        return "%s%s%d" % (match.group(1), match.group(2), per_node * 2 if per_node else count)
+        return per_node * 2 if per_node else count
+
+    def scale(match):
+        return "%s%s%d" % (match.group(1), match.group(2), scaled(int(match.group(3))))
+
+    def hosts(match):
+        return "seq 0 1" if int(match.group(1)) == size - 1 else match.group(0)
+    renamed = re.compile(r"(?<![\w-])%s(?![\w])" % re.escape(old))
+
+    def rewrite(text):
+        cut = text.find(PROGRAM)
+        head, tail = (text[:cut], text[cut:]) if cut >= 0 else (text, "")
+        return renamed.sub(new, _SEQ.sub(hosts, _NP.sub(scale, head) + tail))
     for key in ("command", "args"):
-        if container.get(key):
-            container[key] = [_NP.sub(scale, part) if isinstance(part, str) else part for part in container[key]]
+        parts = container.get(key)
+        if not parts:
+            continue
+        out, before_program = [], True
+        for number, part in enumerate(parts):
+            if not isinstance(part, str):
+                out.append(part)
+                continue
+            if before_program and number and parts[number - 1] in ("-np", "--np", "-n") and part.isdigit():
+                part = str(scaled(int(part)))
+            before_program = before_program and PROGRAM not in part
+            out.append(rewrite(part) if before_program or PROGRAM in part else renamed.sub(new, part))
+        container[key] = out
     for env in container.get("env") or []:
         if env.get("name") in NODE_COUNT_ENV and env.get("value") == str(size):
             env["value"] = "2"
@@ -190,30 +242,42 @@ def first_round(nodes):
     return pairs
 
 
+def rounds(pairs):
+    """The pairs in rounds of disjoint nodes (a node takes part in one run at a time), in order."""
+    out = []
+    for pair in pairs:
+        for group in out:
+            if not any(set(pair) & set(other) for other in group):
+                group.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
+
+
 def locate(ctx, objs, nodes, is_bad, evidence):
     """(bad nodes, bad pairs, runs) by pair runs; see the module docstring."""
     runs = []
     verdict = {}
 
-    def pair_run(pair):
-        run = benchmark(ctx, pair_objects(objs, pair, len(runs) + 1), "pair %s+%s" % pair)
-        runs.append(run)
-        evidence.append(run.describe())
-        bad = bool(run.problem) or is_bad(run)
-        verdict[frozenset(pair)] = bad
-        return bad
+    def pair_runs(pairs):
+        pairs = [p for p in pairs if frozenset(p) not in verdict]   # the odd node's pair may come round again
+        for group in rounds(pairs):
+            batch = [(pair_objects(objs, pair, len(runs) + number + 1), "pair %s+%s" % pair)
+                     for number, pair in enumerate(group)]
+            for pair, run in zip(group, benchmarks(ctx, batch)):
+                runs.append(run)
+                evidence.append(run.describe())
+                verdict[frozenset(pair)] = bool(run.problem) or is_bad(run)
 
-    for pair in first_round(nodes):
-        pair_run(pair)
+    pair_runs(first_round(nodes))
     good = sorted(set(n for pair, bad in verdict.items() if not bad for n in pair))
     suspects = sorted(set(n for pair, bad in verdict.items() if bad for n in pair) - set(good))
     if not good:
         return None, [], runs
-    bad_nodes = []
-    for number, node in enumerate(suspects):
-        partner = good[number % len(good)]
-        if pair_run((node, partner)):
-            bad_nodes.append(node)
+    second = [(node, good[number % len(good)]) for number, node in enumerate(suspects)]
+    pair_runs(second)
+    bad_nodes = [node for node, partner in second if verdict[frozenset((node, partner))]]
     bad_pairs = [tuple(sorted(pair)) for pair, bad in verdict.items()
                  if bad and not any(n in bad_nodes for n in pair)]
     return bad_nodes, bad_pairs, runs
@@ -231,18 +295,26 @@ def nccl_allreduce(ctx):
                "rows": _rows(parsed), "nodes": run.nodes, "ranks": len(parsed.get("ranks") or []),
                "wrong_total": parsed.get("wrong_total")}
     if run.problem:
-        return Result("nccl-allreduce", FAIL, "nccl-tests did not run: %s" % run.problem, evidence, figures)
+        return Result("nccl-allreduce", FAIL, "nccl-tests did not complete: %s" % run.problem, evidence, figures)
     evidence.append(run.describe())
+    if parsed.get("rows") and all((row.get("out_of_place") or {}).get("wrong") in (None, "N/A") for row in parsed["rows"]):
+        evidence.append("nccl-tests checked no result (-c 0): wrong results cannot show in this run")
     ctx.state["nccl"] = {"nodes": run.nodes, "avg_busbw_gbps": run.avg}
     nodes = run.nodes
     if _wrong(parsed):
-        cause = ("%s wrong elements" % parsed["wrong_total"]) if parsed.get("wrong_total") else parsed["errors"][0]
+        cause = ("%s wrong elements" % parsed["wrong_total"]) if parsed.get("wrong_total") else (
+            "%s out-of-bounds values" % parsed["out_of_bounds"])
         bad_nodes, bad_pairs, _runs = (locate(ctx, objs, nodes, lambda r: _wrong(r.parsed or {}), evidence)
                                        if len(nodes) > 2 else (None, [], []))
-        where = _where(bad_nodes, bad_pairs, nodes, "with wrong results")
+        where = _where(bad_nodes, bad_pairs, nodes, "wrong")
         figures["bad_nodes"] = bad_nodes or []
         return Result("nccl-allreduce", FAIL, "wrong results from all_reduce_perf (%s) on the nodes %s%s" % (
             cause, ", ".join(nodes), where), evidence, figures)
+    if parsed.get("errors"):
+        # the run itself failed (NCCL WARN, a test failure, a cut log): what nccl-tests said, not a figure
+        evidence.extend("nccl-tests: %s" % error for error in parsed["errors"][1:5])
+        return Result("nccl-allreduce", FAIL, "all_reduce_perf failed on the nodes %s: %s" % (
+            ", ".join(nodes), parsed["errors"][0]), evidence, figures)
     if expected is None:
         return Result("nccl-allreduce", PASS, "avg bus bandwidth %s GB/s over %d nodes (no expected figure for the "
                       "pool's fabric: not compared)" % (run.avg, len(nodes)), evidence, figures)
@@ -267,8 +339,13 @@ def _where(bad_nodes, bad_pairs, nodes, what):
         return ": every pair of nodes is bad too, so it is not one node (the fabric, or all of them)"
     parts = []
     if bad_nodes:
-        parts.append("%s node%s %s (every pair with %s is bad)" % (
-            what, "s" if len(bad_nodes) > 1 else "", ", ".join(bad_nodes), "them" if len(bad_nodes) > 1 else "it"))
+        plural = len(bad_nodes) > 1
+        if what == "slow":
+            parts.append("slow node%s %s (every pair with %s is slow)" % (
+                "s" if plural else "", ", ".join(bad_nodes), "them" if plural else "it"))
+        else:
+            parts.append("node%s %s give%s wrong results (every pair with %s does)" % (
+                "s" if plural else "", ", ".join(bad_nodes), "" if plural else "s", "them" if plural else "it"))
     if bad_pairs:
         parts.append("bad node pair%s %s (each node is good with others)" % (
             "s" if len(bad_pairs) > 1 else "", ", ".join("%s+%s" % p for p in bad_pairs)))

@@ -72,8 +72,8 @@ def data_staged(ctx):
                       % (sub.name, stage_timeout, len(sources)), evidence + ["log: %s" % _tail(text)], figures)
     if outcome != "Complete" or not done:
         problems = [objects.pod_problem(p) for p in pods if objects.pod_problem(p)]
-        return Result("data-staged", FAIL, "the stage Job %s ended %s without a stage-done line%s" % (
-            sub.name, outcome if outcome != "pods finished" else "", (": " + problems[0]) if problems else ""),
+        return Result("data-staged", FAIL, "the stage Job %s ended (%s) without a stage-done line%s" % (
+            sub.name, outcome, (": " + problems[0]) if problems else ""),
             evidence + ["log: %s" % (_tail(text) or "(empty)")], figures)
     job_body = objects.pick(objs, "Job", "data")
     objects.remove(ctx, job_body, int(ctx.params.get("pod_timeout") or 300))

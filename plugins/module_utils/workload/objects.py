@@ -103,8 +103,9 @@ def create_all(ctx, objs, timeout):
     """Create the objects in the given order; returns the created (or reused) bodies.
 
     An object of this run that is there already is reused when it holds data or an address
-    (claim, ConfigMap, Service); anything else left behind (by this run or an earlier one) is
-    deleted first and created again, so a wait never reads the pods of an older Job."""
+    (claim, ConfigMap, Service); anything else an acceptance run left behind (this one or an
+    earlier one) is deleted first and created again, so a wait never reads the pods of an older
+    Job. An object of the same name without the run label is the team's: the step fails."""
     created = []
     for body in objs:
         try:
@@ -113,8 +114,14 @@ def create_all(ctx, objs, timeout):
             if err.status != 409:
                 raise
             live = ctx.kube.get(body["apiVersion"], body["kind"], name_of(body), meta(body).get("namespace"))
-            if live is not None and body["kind"] in REUSABLE and labels_of(live).get(RUN_LABEL) == ctx.run_label:
+            run = labels_of(live).get(RUN_LABEL) if live is not None else None
+            if live is not None and body["kind"] in REUSABLE and run == ctx.run_label:
                 created.append(live)
+            elif live is not None and run is None:
+                # not an acceptance object: the team's own, never touched
+                raise DomainError("%s %s/%s exists and is not an acceptance object (no label %s): rename the "
+                                  "acceptance's objects or remove it" % (body["kind"], meta(body).get("namespace"),
+                                                                         name_of(body), RUN_LABEL))
             else:
                 remove(ctx, body, timeout)
                 created.append(ctx.kube.create(body))
@@ -224,9 +231,11 @@ def events_of(ctx, namespace, kind, name):
 
 
 def log_of(ctx, pod):
-    """The pod's log ('' while its container has not started: the API answers 400 then)."""
+    """The log of the pod's first container, the program's in the templates (a sidecar next to it would
+    make an unnamed read fail); '' while the container has not started (the API answers 400 then)."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
     try:
-        return ctx.kube.log(name_of(pod), meta(pod).get("namespace")) or ""
+        return ctx.kube.log(name_of(pod), meta(pod).get("namespace"), container=containers[0].get("name")) or ""
     except ApiError as err:
         if err.status in (400, 404):
             return ""

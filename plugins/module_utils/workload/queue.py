@@ -149,20 +149,32 @@ def _bound(ctx, sub, job=None):
     return None
 
 
-def submit(ctx, objs, job_kind_what):
-    """Create the objects (claims, Service, Job, ...) and wait for admission and bound pods."""
-    queue_timeout = int(ctx.params.get("queue_timeout") or 600)
+def start(ctx, objs, job_kind_what):
+    """Create the objects (claims, Service, Job, ...); the Submission to wait for with admit()."""
     pod_timeout = int(ctx.params.get("pod_timeout") or 300)
-    backend = ctx.params.get("queue_backend") or "none"
     job_body = objects.pick(objs, "Job", job_kind_what)
     objects.ensure_scripts(ctx)
     created_at = ctx.clock()
     created = objects.create_all(ctx, objs, pod_timeout)
-    job = created[objs.index(job_body)]
-    sub = Submission(job, created_at)
+    sub = Submission(created[objs.index(job_body)], created_at)
+    sub.body = job_body
     sub.last_pending = ""
+    sub.evidence.append("Job %s/%s submitted to %s" % (sub.namespace, sub.name, describe_queue(ctx, job_body)))
+    return sub
+
+
+def submit(ctx, objs, job_kind_what):
+    """Create the objects and wait for admission and bound pods."""
+    return admit(ctx, start(ctx, objs, job_kind_what))
+
+
+def admit(ctx, sub):
+    """Wait until the queue admitted the Job and its pods are bound; sub.problem says why not."""
+    queue_timeout = int(ctx.params.get("queue_timeout") or 600)
+    pod_timeout = int(ctx.params.get("pod_timeout") or 300)
+    backend = ctx.params.get("queue_backend") or "none"
+    job_body = sub.body
     queue = describe_queue(ctx, job_body)
-    sub.evidence.append("Job %s/%s submitted to %s" % (sub.namespace, sub.name, queue))
     watch_pods = ("v1", "Pod", sub.namespace)
     if backend == "kueue":
         live = objects.until(ctx, lambda: _kueue_admitted(ctx, sub), queue_timeout,
@@ -172,7 +184,8 @@ def submit(ctx, objs, job_kind_what):
                 queue, sub.name, queue_timeout, sub.reason or "none", sub.message or "no status from Kueue")
             return sub
         sub.admitted_at = ctx.clock()
-        sub.evidence.append("admitted after %.1f s: %s %s" % (sub.wait_seconds, sub.reason, sub.message))
+        sub.evidence.append("admitted after %.1f s: %s%s" % (sub.wait_seconds, sub.reason,
+                                                             (" (%s)" % sub.message) if sub.message else ""))
         if objects.until(ctx, lambda: _bound(ctx, sub), pod_timeout, watch=watch_pods) is None:
             sub.problem = "%s admitted Job %s but its pods were not scheduled within %d s: %s" % (
                 queue, sub.name, pod_timeout, sub.last_pending)
@@ -187,8 +200,10 @@ def submit(ctx, objs, job_kind_what):
         scheduler = ((job_body.get("spec") or {}).get("template") or {}).get("spec", {}).get(
             "schedulerName") or upstream.DEFAULT_SCHEDULER_NAME
         sub.reason = "Scheduled"
-        sub.message = "all %d pods bound by %s" % (len(sub.pods), scheduler)
-        sub.evidence.append("admitted after %.1f s: %s %s" % (sub.wait_seconds, sub.reason, sub.message))
+        sub.message = ("all %d pods bound by %s" % (len(sub.pods), scheduler) if len(sub.pods) != 1
+                       else "the pod bound by %s" % scheduler)
+        sub.evidence.append("admitted after %.1f s: %s%s" % (sub.wait_seconds, sub.reason,
+                                                             (" (%s)" % sub.message) if sub.message else ""))
     sub.evidence.append("pods: %s" % ", ".join("%s on %s" % (objects.name_of(p), objects.node_of(p) or "-")
                                                for p in sub.pods))
     return sub
@@ -221,7 +236,7 @@ def queued_job(ctx):
     job_body = objects.pick(objs, "Job", "training")
     objects.remove(ctx, job_body, int(ctx.params.get("pod_timeout") or 300))
     sub.evidence.append("Job %s removed again (its GPUs are needed by the next steps)" % sub.name)
-    summary = "admitted by %s after %.1f s (%s%s); %d pods on %s" % (
+    summary = "admitted by %s after %.1f s (%s%s); %d pod%s on %s" % (
         describe_queue(ctx, sub.job), sub.wait_seconds, sub.reason, (": " + sub.message) if sub.message else "",
-        len(sub.pods), ", ".join(sub.nodes) or "no node")
+        len(sub.pods), "" if len(sub.pods) == 1 else "s", ", ".join(sub.nodes) or "no node")
     return Result("queued-job", PASS, summary, sub.evidence, figures)

@@ -20,6 +20,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, label_value_error
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -123,6 +124,15 @@ class Context(object):
                 if err.status != 404:
                     leftovers.append(str(err))
         return leftovers
+
+
+def validate_params(params):
+    """The inputs every step relies on, checked before anything is created."""
+    problems = [p for p in (dns_label_error("namespace", params.get("namespace")),
+                            params.get("run_id") and label_value_error("run_id", params["run_id"], allow_empty=False))
+                if p]
+    if problems:
+        raise DomainError("; ".join(problems))
 
 
 def validate_ids(ids):

@@ -84,11 +84,11 @@ def training_window(ctx):
     inside, seconds, samples, throughput = window_figures(found, window)
     figures = {"throughput_samples_per_s": round(throughput, 2), "steps": len(inside), "samples": samples,
                "seconds": round(seconds, 2), "window_seconds": window, "gpus": sub.gpus,
-               "gpu_seconds": round(sub.gpus * seconds, 2), "units": "samples"}
+               "gpu_seconds": round(sub.gpus * seconds, 2), "unit": "samples"}
     start = lines.first(found, "start") or lines.first(found, "resume")
     if start:
-        evidence.append("rank 0 (%s): %s at step %s%s" % (objects.name_of(pod), start["event"], start.get("step"),
-                                                         (" (%s)" % start["reason"]) if start.get("reason") else ""))
+        reason = (" (%s)" % start["reason"]) if start.get("reason") else ""
+        evidence.append("rank 0 (%s): %s at step %s%s" % (objects.name_of(pod), start["event"], start.get("step"), reason))
     if len(inside) < 2:
         problem = objects.pod_problem(pod) if pod is not None else "no pod"
         return Result("training-window", FAIL, "the training Job %s printed %d step lines %s%s" % (
@@ -96,7 +96,8 @@ def training_window(ctx):
             "within %d s" % (window + pod_timeout), (": " + problem) if problem else ""),
             evidence + ["log of %s: %s" % (objects.name_of(pod) if pod else "-", _tail(text))], figures)
     done = lines.first(found, "done")
-    if seconds + 1e-9 < window:
+    steps = lines.events(found, "step")
+    if steps[-1]["time"] - steps[0]["time"] < window:
         evidence.append("the window is %.1f s of the %.0f s asked: %s" % (
             seconds, window, "the program ended its run (done line) first" if done else "the wait ended first"))
     evidence.append("%d steps from %.3f to %.3f: %d samples, last loss %s" % (
@@ -166,8 +167,8 @@ def persistence_problem(ctx, pod, directory):
     phase = (pvc.get("status") or {}).get("phase")
     if phase != "Bound":
         events = objects.events_of(ctx, namespace, "PersistentVolumeClaim", claim)
-        return "%s is on claim %s, which is %s%s" % (directory, claim, phase or "not bound",
-                                                      (": " + events[-1]) if events else "")
+        last = (": " + events[-1]) if events else ""
+        return "%s is on claim %s, which is %s%s" % (directory, claim, phase or "not bound", last)
     return ""
 
 
@@ -234,10 +235,10 @@ def checkpoint_restore(ctx):
     outcome = objects.until(ctx, restored, pod_timeout + checkpoint_timeout, watch=("v1", "Pod", tr["namespace"]))
     new = seen.get("new")
     if outcome is None or outcome[0] is None:
+        seen_new = (": %s %s %s" % (objects.name_of(new), objects.phase_of(new), objects.pod_problem(new))
+                    if new else ": no new pod")
         return Result("checkpoint-restore", FAIL, "no replacement pod resumed within %d s of the delete%s" % (
-            pod_timeout + checkpoint_timeout, (": %s %s %s" % (objects.name_of(new), objects.phase_of(new),
-                                                              objects.pod_problem(new))) if new else ": no new pod"),
-            evidence + ["log of the replacement: %s" % _tail(seen.get("new_text"))], figures)
+            pod_timeout + checkpoint_timeout, seen_new), evidence + ["log of the replacement: %s" % _tail(seen.get("new_text"))], figures)
     begin, first_step = outcome
     tr["pods"] = tr["pods"] + [objects.name_of(new)]
     figures["resumed_step"] = int(lines.number(begin, "step"))
@@ -251,9 +252,13 @@ def checkpoint_restore(ctx):
     figures["restore_seconds"] = round(lines.number(begin, "seconds"), 2)
     figures["recovery_seconds"] = round(first_step["time"] - deleted_at, 2)
     evidence.append("first step after the restore: step %s at %.3f" % (first_step.get("step"), first_step["time"]))
-    if ckpt.get("step") is not None and figures["resumed_step"] < int(lines.number(ckpt, "step")):
-        evidence.append("resumed from step %d, before the checkpoint of step %s seen before the delete" % (
-            figures["resumed_step"], ckpt.get("step")))
+    seen_step = int(lines.number(ckpt, "step"))
+    if figures["resumed_step"] < seen_step:
+        evidence.append("resumed from step %d, before the checkpoint of step %d seen before the delete" % (
+            figures["resumed_step"], seen_step))
+    elif figures["resumed_step"] > seen_step:
+        evidence.append("resumed from a newer checkpoint than the one of step %d seen: written between the read "
+                        "and the delete" % seen_step)
     tr["recovery_seconds"] = figures["recovery_seconds"]
     return Result("checkpoint-restore", PASS, "resumed from step %d; recovery %.1f s from the delete to the first "
                   "step (checkpoint write %.1f s, load %.1f s)" % (

@@ -90,3 +90,10 @@ def test_cleanup_errors_are_evidence_of_the_last_step():
 def test_run_label_defaults_to_the_run_id_then_the_time():
     assert runner.Context(FakeKube(), {"run_id": "r7"}).run_label == "r7"
     assert runner.default_run_id(0) == "wla-19700101-000000"
+
+
+def test_namespace_and_run_id_are_checked_before_anything_runs():
+    runner.validate_params({"namespace": "team-a", "run_id": "wla-20261202-0800"})
+    with pytest.raises(DomainError) as err:
+        runner.validate_params({"namespace": "Team_A", "run_id": "run 1"})
+    assert err.value.msg.startswith("namespace = 'Team_A': ") and "run_id = 'run 1': not a label value" in err.value.msg
