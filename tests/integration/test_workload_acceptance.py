@@ -241,3 +241,42 @@ def test_no_checkpoint_volume_fails_the_restore_with_the_cause(platform, tmp_pat
     assert "restored from step 0" in result["summary"] and "not a persistent volume" in result["summary"], result
     assert results["training-window"]["status"] == "PASS"
     wait("the run's objects to go", lambda: not left_over(sim), timeout=60)
+
+
+def test_labels_on_the_simulated_exporters(platform, tmp_path):
+    """A real Prometheus scrapes the DCGM exporter twins and kube-state-metrics (with the allowlist
+    docs/workload-acceptance.md asks for): the GPU series name the training pods, kube_pod_labels
+    carries team, pool, cost centre and queue, and the two join. The KAI queue controller's own
+    series are not simulated, so the step fails naming them (and only them)."""
+    from kit.prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
+    if BINARY is None:
+        pytest.skip("no prometheus binary (Debian package prometheus)")
+    sim, _ = platform
+    from kubernetes import client
+    api = sim.api_client()
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    core.create_namespace({"metadata": {"name": "monitoring"}})
+    allowlist = "pods=[gpu-platform.skaffon.io/team,gpu-platform.skaffon.io/pool,cost-center,kai.scheduler/queue]"
+    apps.create_namespaced_deployment("monitoring", kube_state_metrics_deployment("monitoring",
+                                                                                  labels_allowlist=allowlist))
+    wait("kube-state-metrics Running", lambda: [p for p in core.list_namespaced_pod(
+        "monitoring", label_selector=KSM_SELECTOR).items if p.status.phase == "Running"])
+    pods = [api.sanitize_for_serialization(p) for p in core.list_pod_for_all_namespaces().items]
+    prom = Prometheus(str(tmp_path / "prometheus"), scrape_config(sim.url, pods))
+    try:
+        prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
+        res, results, report = acceptance(sim, tmp_path, extra={
+            "workload_acceptance_steps": ["queued-job", "training-window", "labels-exported"],
+            "workload_acceptance_prometheus_url": prom.url})
+    finally:
+        prom.stop()
+    result = results["labels-exported"]
+    figures = result["figures"]
+    assert figures["gpu_series"] >= 2 and figures["gpu_series_attributed"] >= 2, result
+    assert figures["labels_missing"] == "-", result
+    assert any("label_gpu_platform_skaffon_io_team" in e for e in result["evidence"]), result["evidence"]
+    if result["status"] == "FAIL":
+        assert result["summary"].startswith("no series of the KAI queue team-vision"), result["summary"]
+        assert ";" not in result["summary"], result["summary"]
+        assert res.rc != 0
+    wait("the run's objects to go", lambda: not left_over(sim), timeout=60)
