@@ -29,8 +29,10 @@ WORKLOAD_KIND = "Workload"
 class Submission(object):
     """One Job submitted through the queue and what was seen while it waited."""
 
-    def __init__(self, job, created_at):
+    def __init__(self, job, created_at, body=None):
         self.job = job
+        self.body = body or job  # the manifest as rendered (the live object adds status and defaults)
+        self.last_pending = ""   # why the pods are not bound yet
         self.name = objects.name_of(job)
         self.namespace = objects.meta(job).get("namespace")
         self.uid = objects.meta(job).get("uid")
@@ -156,9 +158,7 @@ def start(ctx, objs, job_kind_what):
     objects.ensure_scripts(ctx)
     created_at = ctx.clock()
     created = objects.create_all(ctx, objs, pod_timeout)
-    sub = Submission(created[objs.index(job_body)], created_at)
-    sub.body = job_body
-    sub.last_pending = ""
+    sub = Submission(created[objs.index(job_body)], created_at, job_body)
     sub.evidence.append("Job %s/%s submitted to %s" % (sub.namespace, sub.name, describe_queue(ctx, job_body)))
     return sub
 
