@@ -11,13 +11,21 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import DEFAULT_PREFIX
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import chart_values, pools_from_hostvars, render
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import (
+    chart_values,
+    pool_groups,
+    pools_from_hostvars,
+    render,
+)
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
 
 
 @domain_filter("queue_objects")
-def queue_objects(tenants, backend="none", departments=None, pools=None, kai_default_queue="block"):
-    return render(backend, tenants, departments, pools, kai_default_queue)
+def queue_objects(tenants, backend="none", departments=None, pools=None, kai_default_queue="block",
+                  kai_gpu_sharing=None, kai_placement=None, kai_fraction_pools=None, pool_aliases=None,
+                  kai_pool_teams=None):
+    return render(backend, tenants, departments, pools, kai_default_queue, kai_gpu_sharing, kai_placement,
+                  kai_fraction_pools, pool_aliases, kai_pool_teams)
 
 
 @domain_filter("queue_pools")
@@ -28,11 +36,18 @@ def queue_pools(hostvars, only=None, label_prefix=DEFAULT_PREFIX):
 
 @domain_filter("queue_chart_values")
 def queue_chart_values(backend, image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
-                       user_values=None):
-    return chart_values(backend, image_mirror, image_mirror_layout, image_pull_secrets, user_values)
+                       user_values=None, kai_gpu_sharing=None, kai_placement=None, pools=None,
+                       kai_block_visible_devices=None, pool_aliases=None):
+    return chart_values(backend, image_mirror, image_mirror_layout, image_pull_secrets, user_values,
+                        kai_gpu_sharing, kai_placement, pools, kai_block_visible_devices, pool_aliases)
+
+
+@domain_filter("queue_pool_groups")
+def queue_pool_groups(hostvars, groups, within=None, label_prefix=DEFAULT_PREFIX):
+    return pool_groups(hostvars, groups, within, label_prefix)
 
 
 class FilterModule(object):
     def filters(self):
         return {"queue_objects": queue_objects, "queue_pools": queue_pools,
-                "queue_chart_values": queue_chart_values}
+                "queue_chart_values": queue_chart_values, "queue_pool_groups": queue_pool_groups}

@@ -116,6 +116,13 @@ options:
         hostPath C(/dev)/C(/dev/nvidia*) mount in a container without a GPU request (docs/security.md).
     type: bool
     default: true
+  gpu_allocation:
+    description:
+      - What each team's pods get from the GPUs (team name to text, e.g. C(MIG slice 1g.10gb)), written as the
+        annotation C(gpu-platform.skaffon.io/gpu-allocation) on the team's namespace; platform_design's
+        C(roles.tenants_gpu_allocation). Teams not listed get no such annotation.
+    type: dict
+    default: {}
   parallel:
     description: Write requests in flight at once.
     type: int
@@ -218,6 +225,7 @@ def argspec():
         common_labels=dict(type="dict", default={}),
         allowed_registries=dict(type="list", elements="raw", default=[]),
         gpu_access_policy=dict(type="bool", default=True),
+        gpu_allocation=dict(type="dict", default={}),
         parallel=dict(type="int", default=8),
     )
 

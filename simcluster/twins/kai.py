@@ -188,8 +188,17 @@ class KaiPodGrouper:
             if self.ctx.get_cached(PODGROUPS, name, ns) is None:
                 queue = ((top["metadata"].get("labels") or {}).get(QUEUE_LABEL)
                          or (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL) or DEFAULT_QUEUE)
+                labels = {QUEUE_LABEL: queue}
+                # the node-pool label (Config global.nodePoolLabelKey) from the top owner, else the pod
+                # (pkg/podgrouper/pod_controller.go addNodePoolLabel): it picks the scheduling shard
+                key = ((self.ctx.get_cached(CONFIGS, CONFIG_NAME) or {}).get("spec") or {}).get(
+                    "global", {}).get("nodePoolLabelKey")
+                pool = key and ((top["metadata"].get("labels") or {}).get(key)
+                                or (pod["metadata"].get("labels") or {}).get(key))
+                if pool:
+                    labels[key] = pool
                 body = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-                        "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: queue},
+                        "metadata": {"name": name, "namespace": ns, "labels": labels,
                                      "ownerReferences": [owner_ref(top, kind, api)]},
                         "spec": {"minMember": 1, "queue": queue,
                                  "priorityClassName": pod["spec"].get("priorityClassName") or "train"}}

@@ -16,32 +16,45 @@ Deployments have ready pods (see kai.py). Each pass, like one KAI session:
   never below that share); the evicted pods' controllers recreate them Pending.
 Unschedulable jobs get PodScheduled=False (reason Unschedulable) with KAI's
 message and, for a PodGroup, status.schedulingConditions.
+
+Placement as KAI's plugins score it (kai_fractions.py): per SchedulingShard
+(`global.nodePoolLabelKey` of the Config: a shard sees only the Nodes, Queues and
+PodGroups labelled `<key>=<partitionLabelValue>`, the default shard those without the
+key), its `placementStrategy.gpu` binpack or spread; GPU fractions (`gpu-fraction` /
+`gpu-memory`, with `admission.gpuSharing` in the Config) get a GPU group, a reservation
+pod per shared GPU and count their fraction in the queue.
 """
 
 from ..errors import ApiError
+from . import kai_fractions as frac
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
 from .volumes import VOLUME_NODE_CONFLICT, claims_problem, volume_node_conflict
-from .util import clone, containers_requests, set_condition, write_status
+from .util import clone, containers_requests, parse_quantity, random_suffix, set_condition, write_status
 
 SCHEDULER = "kai-scheduler"
 PODGROUP_ANNOTATION = "pod-group-name"
 DEFAULT_QUEUE = "default-queue"
 QUEUES = "queues.scheduling.run.ai"
 PODGROUPS = "podgroups.scheduling.run.ai"
+CONFIGS = "configs.kai.scheduler"
+SHARDS = "schedulingshards.kai.scheduler"
 NON_PREEMPTIBLE = 100             # priority class value from which a job must fit in quota
 DEFAULT_PRIORITY = 50             # the chart's `train` class: what the pod-grouper gives a Job
 GPU = "nvidia.com/gpu"
 EPS = 1e-9
 
 
-def pod_vector(pod):
+def pod_vector(pod, node=None):
     """(gpu devices, cpu millicores, memory bytes) requested by a pod, in float64 as KAI's
-    resource_info computes queue shares; converted here from the exact quantities."""
+    resource_info computes queue shares; converted here from the exact quantities. A fractional
+    pod counts its fraction of a GPU (gpu-memory: over the GPU memory of `node`)."""
     req = containers_requests(pod["spec"])
-    return {"gpu": float(req.get(GPU, 0)), "cpu": float(req.get("cpu", 0)) * 1000.0,
-            "memory": float(req.get("memory", 0))}
+    gpu = float(req.get(GPU, 0))
+    if frac.requests_fraction(pod):
+        gpu += frac.portion(pod, node)
+    return {"gpu": gpu, "cpu": float(req.get("cpu", 0)) * 1000.0, "memory": float(req.get("memory", 0))}
 
 
 def _add(acc, vec, sign=1):
@@ -93,33 +106,72 @@ class KaiScheduler:
                 and not p["metadata"].get("deletionTimestamp")]
         if not self.active():
             return
+        config = (self.ctx.get_cached(CONFIGS, "kai-config") or {}).get("spec") or {}
+        self.sharing = bool((config.get("admission") or {}).get("gpuSharing"))
+        self.reservation = frac.reservation_settings(config)
+        self._sync_reservations(pods)
         if not mine:
             self._queue_status(self._queues())      # all pods gone: allocated back to 0
             return
-        nodes = [n for n in self.ctx.list("nodes")]
+        key = (config.get("global") or {}).get("nodePoolLabelKey") or ""
+        all_nodes = list(self.ctx.list("nodes"))
+        self.node_index = {n["metadata"]["name"]: n for n in all_nodes}
+        all_queues = self._queues()
+        all_jobs = self._jobs(mine)
+        for value, strategy in self._shards(key):
+            def mine_(obj, value=value):
+                return not key or (obj["metadata"].get("labels") or {}).get(key, "") == value
+            names = [n for n, q in all_queues.items() if mine_(q.obj)]
+            queues = self._queues(keep=set(names)) if key else all_queues
+            jobs = dict((k, j) for k, j in all_jobs.items()
+                        if not key or j.podgroup is None or mine_(j.podgroup))
+            self._session([n for n in all_nodes if mine_(n)], pods, queues, jobs, strategy)
+            if not key:
+                break
+
+    def _shards(self, key):
+        """[(partitionLabelValue, gpu strategy)] of the SchedulingShards (the chart's default shard when
+        there are none); without a nodePoolLabelKey every shard sees everything, the twin runs one."""
+        out = []
+        for shard in sorted(self.ctx.list(SHARDS), key=lambda s: s["metadata"]["name"] != "default"):
+            spec = shard.get("spec") or {}
+            out.append((spec.get("partitionLabelValue") or "",
+                        ((spec.get("placementStrategy") or {}).get("gpu") or "binpack")))
+        return out or [("", "binpack")]
+
+    def _vec(self, pod):
+        return pod_vector(pod, self.node_index.get(pod["spec"].get("nodeName")))
+
+    def _session(self, nodes, pods, queues, jobs, strategy):
+        self.strategy = strategy
         used, totals = self._capacity(nodes, pods)
-        queues = self._queues()
-        jobs = self._jobs(mine)
+        self.groups = self._groups(nodes, pods)
         for job in jobs.values():
             q = queues.get(job.queue)
             while q is not None:
                 for p in job.running:
-                    vec = pod_vector(p)
+                    vec = self._vec(p)
                     for r in kai_share.RESOURCES:
                         q.shares[r].allocated += vec[r]
                         q.shares[r].request += vec[r]
                         if not job.preemptible:
                             q.shares[r].allocated_np += vec[r]
                 for p in job.pending:
-                    vec = pod_vector(p)
+                    vec = self._vec(p)
                     for r in kai_share.RESOURCES:
                         q.shares[r].request += vec[r]
                 q = queues.get(q.parent)
         kai_share.compute(queues, totals)
         pending = [j for j in jobs.values() if j.pending]
         while pending:
-            pending.sort(key=lambda j: self._order(j, queues))
-            job = pending.pop(0)
+            # KAI pops the best queue, then that queue's first job (job order: priority, then age)
+            heads = {}
+            for j in pending:
+                h = heads.get(j.queue)
+                if h is None or (-j.priority, j.created, j.name) < (-h.priority, h.created, h.name):
+                    heads[j.queue] = j
+            job = min(heads.values(), key=lambda j: self._order(j, queues))
+            pending.remove(job)
             if self._try(job, jobs, queues, nodes, used) and job.pending:
                 pending.append(job)       # one step done (gang core or one elastic pod): re-queue
         self._queue_status(queues)
@@ -157,12 +209,13 @@ class KaiScheduler:
             for k, v in req.items():
                 acc[k] = acc.get(k, 0) + v
             acc["pods"] += 1
-            if p["spec"].get("schedulerName") != SCHEDULER:
+            if p["spec"].get("schedulerName") != SCHEDULER and not frac.is_reservation(p, self.reservation[2]):
                 _add(totals, pod_vector(p), -1)    # other schedulers' pods are not KAI's to share
         return used, totals
 
-    def _queues(self):
-        raw = {q["metadata"]["name"]: q for q in self.ctx.list(QUEUES)}
+    def _queues(self, keep=None):
+        raw = {q["metadata"]["name"]: q for q in self.ctx.list(QUEUES)
+               if keep is None or q["metadata"]["name"] in keep}
         out = {}
 
         def alive(name, seen=()):
@@ -188,6 +241,7 @@ class KaiScheduler:
             out[name] = kai_share.Queue(name, spec.get("parentQueue"), spec.get("priority", 100),
                                         q["metadata"].get("creationTimestamp") or "", q["metadata"].get("uid"),
                                         shares)
+            out[name].obj = q
         for q in out.values():
             if q.parent in out:
                 out[q.parent].children.append(q.name)
@@ -232,7 +286,7 @@ class KaiScheduler:
             return (2,)
         req = {}
         for p in job.pending[:self._step(job)]:
-            _add(req, pod_vector(p))
+            _add(req, self._vec(p))
         over = any(s.allocated > s.fair + EPS for s in q.shares.values())
         starved = all(s.deserved == kai_share.UNLIMITED or s.allocated + req.get(r, 0.0) <= s.deserved + EPS
                       for r, s in q.shares.items())
@@ -259,8 +313,8 @@ class KaiScheduler:
                     p["metadata"]["namespace"], p["metadata"]["name"], claims))
         req = {}
         for p in need[:want]:
-            _add(req, pod_vector(p))
-        problem = self._capacity_check(job, q, queues, req)
+            _add(req, self._vec(p))
+        problem = self._fraction_check(need[:want]) or self._capacity_check(job, q, queues, req)
         if problem:
             return self._unschedulable(job, *problem)
         placement = self._place(need, want, nodes, used)
@@ -268,9 +322,10 @@ class KaiScheduler:
             placement = self._place(need, want, nodes, used)
         if placement is None:
             return self._unschedulable(job, "Unschedulable", self._fit_message(need[0], nodes, used, want))
-        for pod, node in placement:
-            self._bind(pod, node, used)
-            vec = pod_vector(pod)
+        for pod, node, group in placement:
+            if not self._bind(pod, node, used, group):
+                continue
+            vec = pod_vector(pod, self.node_index.get(node))
             a = q
             while a is not None:
                 for r in kai_share.RESOURCES:
@@ -279,7 +334,7 @@ class KaiScheduler:
                         a.shares[r].allocated_np += vec[r]
                 a = queues.get(a.parent)
             job.running.append(pod)
-        placed = {x["metadata"]["uid"] for x, _ in placement}
+        placed = {x["metadata"]["uid"] for x, _, _ in placement}
         job.pending = [p for p in job.pending if p["metadata"]["uid"] not in placed]
         return True
 
@@ -334,22 +389,109 @@ class KaiScheduler:
             return VOLUME_NODE_CONFLICT
         return None
 
+    def _idle(self, node, trial, resource=GPU):
+        """Whole units of `resource` neither used nor reserved on the node (a shared GPU is not idle)."""
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        try:
+            cap = float(parse_quantity(alloc.get(resource, 0)))
+        except ValueError:
+            cap = 0.0
+        return cap, cap - float(trial.get(node["metadata"]["name"], {}).get(resource, 0))
+
+    def _gpu_count(self, node):
+        """GetNumberOfGPUsInNode: the nvidia.com/gpu.count label, else allocatable."""
+        try:
+            return int((node["metadata"].get("labels") or {})["nvidia.com/gpu.count"])
+        except (KeyError, TypeError, ValueError):
+            return int(self._idle(node, {})[0])
+
     def _place(self, pods, want, nodes, used):
-        """First fit of `want` pods, all or none (gang); bin packing: fullest node first."""
+        """`want` pods, all or none (gang), each on the best-scored node as KAI's nodeplacement (+
+        gpusharingorder) plugins score it; a fraction also on its GPU (gpupack / gpuspread).
+        Returns [(pod, node name, None or (gpu group, new))] or None."""
         trial = {k: dict(v) for k, v in used.items()}
+        groups = {k: dict(v) for k, v in self.groups.items()}
         out = []
         for pod in pods:
             if len(out) == want:
                 break
-            order = sorted(nodes, key=lambda n: -trial.get(n["metadata"]["name"], {}).get(GPU, 0.0))
-            for node in order:
-                if self._fits(pod, node, trial, self.ctx) is None:
-                    acc = trial.setdefault(node["metadata"]["name"], {"pods": 0})
-                    _add(acc, containers_requests(pod["spec"]))
-                    acc["pods"] = acc.get("pods", 0) + 1
-                    out.append((pod, node["metadata"]["name"]))
-                    break
+            fraction = frac.requests_fraction(pod)
+            resource = GPU if fraction or containers_requests(pod["spec"]).get(GPU) else "cpu"
+            fitting = []
+            for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+                name = node["metadata"]["name"]
+                if self._fits(pod, node, trial, self.ctx) is not None:
+                    continue
+                gpu = None
+                if fraction:
+                    order = frac.order_gpus(groups.get(name, {}), self._idle(node, trial)[1],
+                                            frac.portion(pod, node), self.strategy)
+                    if not order:
+                        continue
+                    gpu = order[0]
+                fitting.append((node, gpu))
+            if not fitting:
+                continue
+            node, gpu = max(fitting, key=lambda ng: self._score(pod, ng, fitting, trial, resource))
+            name = node["metadata"]["name"]
+            acc = trial.setdefault(name, {"pods": 0})
+            _add(acc, containers_requests(pod["spec"]))
+            acc["pods"] = acc.get("pods", 0) + 1
+            group = None
+            if fraction:
+                share = frac.portion(pod, node)
+                new = gpu == frac.WHOLE
+                gid = "%s-%s" % (random_suffix(8), random_suffix(8)) if new else gpu
+                if new:
+                    acc[GPU] = acc.get(GPU, 0) + 1           # the reservation pod's GPU
+                groups.setdefault(name, {})[gid] = groups.get(name, {}).get(gid, 0.0) + share
+                group = (gid, new)
+            out.append((pod, name, group))
         return out if len(out) == want else None
+
+    def _score(self, pod, node_gpu, fitting, trial, resource):
+        """The node's score, ties to the first node by name (max keeps the first of equals)."""
+        node, gpu = node_gpu
+        if resource == GPU and self.strategy == "spread":
+            return frac.node_spread_score(self._idle(node, trial)[1], self._gpu_count(node))
+        if resource != GPU and self.strategy == "spread":
+            cap, idle = self._idle(node, trial, resource)
+            return frac.node_spread_score(idle, cap)
+        idles = [self._idle(n, trial, resource) for n, _ in fitting]
+        idles = [i for c, i in idles if c > 0]
+        cap, idle = self._idle(node, trial, resource)
+        score = frac.node_pack_score(min(idles or [0.0]), max(idles or [0.0]), idle, cap)
+        if gpu is not None and gpu != frac.WHOLE:
+            score += frac.GPU_SHARING_SCORE          # gpusharingorder: a shared GPU of the node fits
+        return score
+
+    def _groups(self, nodes, pods):
+        """{node: {gpu group: used portion}} of the fractional pods bound there."""
+        names = {n["metadata"]["name"]: n for n in nodes}
+        out = {}
+        for p in pods:
+            node = names.get(p["spec"].get("nodeName"))
+            group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
+            if node is None or not group or frac.is_reservation(p, self.reservation[2]) \
+                    or p["metadata"].get("deletionTimestamp") \
+                    or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            g = out.setdefault(node["metadata"]["name"], {})
+            g[group] = g.get(group, 0.0) + frac.portion(p, node)
+        return out
+
+    def _fraction_check(self, pods):
+        for p in pods:
+            if not frac.requests_fraction(p):
+                continue
+            if not self.sharing:
+                # KAI's admission webhook refuses such a pod (gpusharing/gpu_sharing.go Validate)
+                return ("Unschedulable", "attempting to create a pod %s/%s with gpu sharing request, while GPU "
+                        "sharing is disabled" % (p["metadata"]["namespace"], p["metadata"]["name"]))
+            why = frac.validation_error(p)
+            if why:
+                return ("Unschedulable", why)
+        return None
 
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
@@ -426,8 +568,84 @@ class KaiScheduler:
                         a = queues.get(a.parent)
 
     # -- writes ----------------------------------------------------------------------------------
-    def _bind(self, pod, node, used):
-        bind(self.ctx, pod, node, used)   # the same Binding as the default scheduler's
+    def _bind(self, pod, node, used, group=None):
+        """The binder: for a fraction first the GPU group (a reservation pod for a new one), the pod's
+        group label and its GPU-sharing ConfigMaps, then the same Binding as the default scheduler's."""
+        if group is None:
+            bind(self.ctx, pod, node, used)
+            return True
+        gid, new = group
+        store, ns, name = self.ctx.store, pod["metadata"]["namespace"], pod["metadata"]["name"]
+        uuid = self._reserve(node, gid) if new else self._reserved_uuid(gid)
+        if uuid is None:
+            return False
+        if new:
+            acc = used.setdefault(node, {})
+            acc[GPU] = acc.get(GPU, 0) + 1
+        prefix, generated = frac.configmap_prefix(pod)
+        patch = {"metadata": {"labels": {frac.GROUP_LABEL: gid}}}
+        if generated:
+            patch["metadata"]["annotations"] = {frac.CONFIGMAP_ANNOTATION: prefix}
+        share = frac.portion(pod, self.node_index.get(node))
+        try:
+            store.merge_patch("pods", ns, name, patch)
+            for cm in frac.configmaps(pod, prefix, uuid, share):
+                try:
+                    store.create("configmaps", cm)
+                except ApiError as err:
+                    if err.code != 409:
+                        raise
+        except ApiError as err:
+            if err.code == 404:
+                return False
+            raise
+        bind(self.ctx, pod, node, used)
+        g = self.groups.setdefault(node, {})
+        g[gid] = g.get(gid, 0.0) + share
+        return True
+
+    def _reserve(self, node, gid):
+        """The reservation pod of a new GPU group; its process writes the UUID of the GPU it got
+        (the twin: the lowest index no other reservation pod of the node holds)."""
+        held = {(p["metadata"].get("annotations") or {}).get(frac.GPU_INDEX_ANNOTATION)
+                for p in self.ctx.list("pods", self.reservation[0]) if p["spec"].get("nodeName") == node}
+        index = next(i for i in range(1024) if "GPU-%d" % i not in held)
+        body = frac.reservation_pod(node, gid, self.reservation)
+        try:
+            created = self.ctx.store.create("pods", body)
+            self.ctx.store.merge_patch("pods", self.reservation[0], created["metadata"]["name"], {
+                "metadata": {"annotations": {frac.GPU_INDEX_ANNOTATION: "GPU-%d" % index}}})
+        except ApiError as err:
+            self.ctx.runtime.after(0.5)
+            if err.code in (403, 404, 409, 422):
+                return None          # e.g. the chart's kai-resource-reservation namespace is missing
+            raise
+        return "GPU-%d" % index
+
+    def _reserved_uuid(self, gid):
+        for p in self.ctx.list("pods", self.reservation[0]):
+            if (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL) == gid:
+                return (p["metadata"].get("annotations") or {}).get(frac.GPU_INDEX_ANNOTATION)
+        return None
+
+    def _sync_reservations(self, pods):
+        """syncForPods: a reservation pod whose group has no Running or Pending pod left goes."""
+        namespace, app = self.reservation[0], self.reservation[2]
+        live = set()
+        for p in pods:
+            group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
+            if group and not frac.is_reservation(p, app) and (p.get("status") or {}).get("phase") in (
+                    "Running", "Pending", None):
+                live.add(group)
+        for p in pods:
+            group = (p["metadata"].get("labels") or {}).get(frac.GROUP_LABEL)
+            if frac.is_reservation(p, app) and p["metadata"].get("namespace") == namespace \
+                    and group not in live and not p["metadata"].get("deletionTimestamp"):
+                try:
+                    self.ctx.store.delete("pods", namespace, p["metadata"]["name"])
+                except ApiError as err:
+                    if err.code != 404:
+                        raise
 
     def _unschedulable(self, job, reason, message):
         for pod in job.pending:

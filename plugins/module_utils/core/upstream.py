@@ -68,6 +68,7 @@ MIG_CONFIGMAP_KEY = "config.yaml"
 PER_NODE_MIG_CONFIGMAP_SUFFIX = "-mig-config"
 
 # --- Time-slicing ---------------------------------------------------------------
+MPS_STRATEGY = "mps"   # nvidia.com/gpu.sharing-strategy for sharing.mps (k8s-device-plugin internal/lm/resource.go)
 TIME_SLICING_STRATEGY = "time-slicing"
 
 # --- Queues --------------------------------------------------------------------
@@ -135,6 +136,10 @@ VAP_API_VERSION = "admissionregistration.k8s.io/v1"
 QUEUE_POLICY_NAME = "skaffon-queue-owner"           # ValidatingAdmissionPolicy (+Binding) of roles/queues
 KAI_IMAGE_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"   # chart values global.registry (+ /<component>)
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.manager.image.repository
+# KAI GPU fractions (v0.17.0 pkg/common/constants/constants.go) and its SchedulingShard CRD
+KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
+KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
+KAI_SHARD_API_VERSION = "kai.scheduler/v1"
 
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------

@@ -29,7 +29,7 @@ DATA_CLAIM = "data"
 
 
 def _whole(pool):
-    if pool["allocation"] in ("exclusive", "time-slicing"):
+    if pool["allocation"] in ("exclusive", "time-slicing", "mps", "fraction"):
         return True
     return bool((pool["mig"] or {}).get("whole_gpus")) or (pool["mig"] or {}).get("covered") is None
 
@@ -63,7 +63,7 @@ def _placement(design, team, kind):
     pools = design["pools"]
     whole = [n for n in names if _whole(pools[n])] if _wants_whole(team) else []
     sliced = [n for n in names if _slice_for(team, pools[n])]
-    shared = [n for n in names if pools[n]["allocation"] == "time-slicing"]
+    shared = [n for n in names if pools[n]["allocation"] in ("time-slicing", "mps")]
     if kind == "inference":
         order = shared + sliced + whole
     else:

@@ -43,6 +43,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     VAP_API_VERSION,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX,
     POOL_VARIABLE,
@@ -55,7 +56,7 @@ KAI_RESOURCES = ("gpu", "cpu", "memory")
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _FACTOR = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50}
-KAI_KEYS = {"parent", "priority", "gpu", "cpu", "memory"}
+KAI_KEYS = {"parent", "priority", "gpu", "cpu", "memory", "pool"}
 KUEUE_KEYS = {"cohort", "flavors", "fair_sharing_weight", "preemption"}
 KAI_RES_KEYS = {"quota", "limit", "over_quota_weight"}
 KUEUE_RES_KEYS = {"nominal", "borrowing_limit", "lending_limit"}
@@ -493,8 +494,13 @@ def kai_default_queue_block():
             "spec": {"parentQueue": KAI_DEFAULT_PARENT_QUEUE, "resources": res}}
 
 
-def render(backend, tenants, departments=None, pools=None, kai_default_queue="block"):
-    """All queue objects of the backend, validated; [] for backend none."""
+def render(backend, tenants, departments=None, pools=None, kai_default_queue="block", kai_gpu_sharing=None,
+           kai_placement=None, kai_fraction_pools=None, pool_aliases=None, kai_pool_teams=None):
+    """All queue objects of the backend, validated; [] for backend none.
+
+    KAI also: SchedulingShards per pool label value when kai_placement differs per pool (the
+    team Queues labelled for their shard), and the GPU-fraction admission policies when
+    kai_gpu_sharing is on (kai_sharing.py)."""
     if backend not in BACKENDS:
         _fail("tenants_queue_backend", backend, "unknown backend", "use one of %s" % ", ".join(BACKENDS))
     teams = team_queues(tenants)
@@ -507,9 +513,17 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
         if kai_default_queue not in ("block", "open"):
             _fail("queues_kai_default_queue", kai_default_queue, "unknown choice",
                   "use block (no GPUs without a queue label) or open (the chart's free default-queue)")
-        objects = render_kai(teams, departments)
+        sharing = kai_sharing.gpu_sharing(kai_gpu_sharing)
+        pool_of = kai_sharing.team_pools(teams, pools, pool_aliases, kai_pool_teams)
+        plan = kai_sharing.placement_plan(kai_placement, pools, pool_aliases)
+        objects = kai_sharing.shard_objects(plan)
+        objects += kai_sharing.label_queues(render_kai(teams, departments), teams, plan, pools, pool_of)
         if kai_default_queue == "block":
             objects.append(kai_default_queue_block())
+        if sharing or kai_fraction_pools is not None:
+            allowed, refused = kai_sharing.fraction_teams(teams, sharing, kai_fraction_pools, pools, pool_aliases,
+                                                          pool_of)
+            objects += kai_sharing.fraction_policies(allowed, refused)
     else:
         if departments:
             _fail("queues_departments", [d.get("name") for d in departments if isinstance(d, dict)],
@@ -521,6 +535,24 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
         extra = [KAI_DEFAULT_QUEUE] if backend == "kai" and kai_default_queue == "open" else []
         objects += queue_policy(backend, [t[2] for t in teams], extra)
     return objects
+
+
+def pool_groups(hostvars, groups, within, default_prefix=DEFAULT_PREFIX):
+    """{inventory group: pool name} of the groups whose hosts (all in `within`) form exactly one pool:
+    the design names pools by group (pool_h100_nvlink_training), the queues role by labels."""
+    inside = set(within or ())
+    out = {}
+    for group, hosts in sorted((groups or {}).items()):
+        hosts = list(hosts or ())
+        if not hosts or not set(hosts) <= inside or group in ("all", "ungrouped"):
+            continue
+        try:
+            found = pools_from_hostvars(hostvars, hosts, default_prefix)
+        except DomainError:
+            continue
+        if len(found) == 1:
+            out[group] = list(found)[0]
+    return out
 
 
 def pools_from_hostvars(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
@@ -562,8 +594,11 @@ def _merge(base, over):
     return out
 
 
-def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=None, user_values=None):
-    """Helm values for the backend's chart: the mirror and pull secrets, then the user's values."""
+def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=None, user_values=None,
+                 kai_gpu_sharing=None, kai_placement=None, pools=None, kai_block_visible_devices=None,
+                 pool_aliases=None):
+    """Helm values for the backend's chart: the mirror and pull secrets, KAI's GPU sharing and
+    placement (kai_sharing.py), then the user's values."""
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import mirror_repository
     if image_mirror is not None and (not isinstance(image_mirror, str) or "://" in image_mirror
                                      or " " in image_mirror or not image_mirror.strip("/")):
@@ -585,6 +620,9 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
             values["global"] = {"registry": repo}
         if secrets:
             values.setdefault("global", {})["imagePullSecrets"] = secrets
+        values = _merge(values, kai_sharing.chart_values(
+            kai_sharing.gpu_sharing(kai_gpu_sharing), kai_sharing.placement_plan(kai_placement, pools, pool_aliases),
+            kai_block_visible_devices))
     elif backend == "kueue":
         cm = {}
         if image_mirror:

@@ -223,6 +223,7 @@ class TenantsApply(object):
             common_labels=params.get("common_labels"),
             allowed_registries=params.get("allowed_registries"),
             gpu_access_policy=params.get("gpu_access_policy"),
+            gpu_allocation=params.get("gpu_allocation"),
         )
 
     @property
