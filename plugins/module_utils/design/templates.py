@@ -121,7 +121,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
             pool = design["pools"][pool_name]
             nodes, gpus_per_node = _whole_gpu_nodes(pool)
             if template in WHOLE_GPU_ONLY and (resource != upstream.GPU_RESOURCE or nodes < 1
-                                               or pool["allocation"] == "time-slicing"):
+                                               or pool["allocation"] in ("time-slicing", "mps", "fraction")):
                 continue
             labels = dict((str(k), str(v)) for k, v in sorted(team["labels"].items()))
             labels.update({team_label: name, pool_label: pool_name})
