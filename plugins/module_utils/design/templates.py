@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import storage_retention
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 
@@ -96,6 +97,25 @@ def _replicas(team, resource):
         return 2
 
 
+def _shard_labels(design):
+    """{pool: {key: value}}: with KAI shards per pool (placement differs), the pool label the pods carry
+    so that the pod-grouper puts their PodGroup into the shard of the team's queue."""
+    if design["scheduler"]["backend"] != "kai":
+        return {}
+    pools = {}
+    for name, pool in design["pools"].items():
+        prefix = ""
+        for key in pool["node_selector"]:
+            if "/" in key:
+                prefix = key.rsplit("/", 1)[0] + "/"
+                break
+        pools[name] = {"labels": dict((prefix + k, str(v)) for k, v in (pool.get("labels") or {}).items())}
+    plan = kai_sharing.placement_plan(design.get("roles", {}).get("queues_kai_placement"), pools)
+    if not plan["label_key"]:
+        return {}
+    return dict((name, {plan["label_key"]: value}) for name, value in plan["pool_value"].items())
+
+
 def _mirror(req, image):
     if req["air_gapped"] and req["image_mirror"]:
         return "%s/%s" % (req["image_mirror"].rstrip("/"), image.split("/", 1)[1])
@@ -108,6 +128,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
     req = design["requirements"]
     image = _mirror(req, req["cuda_image"])
     serve = _mirror(req, req["inference_image"])
+    shards = _shard_labels(design)
     out = []
     for name in sorted(design["teams"]):
         team = design["teams"][name]
@@ -128,6 +149,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
             queue_labels = {}
             if backend == "kai":
                 queue_labels[upstream.KAI_QUEUE_LABEL] = team["queue_name"]
+                queue_labels.update(shards.get(pool_name) or {})
             elif backend == "kueue":
                 queue_labels[upstream.KUEUE_QUEUE_LABEL] = team["queue_name"]
             out.append({"team": name, "template": template, "job": {

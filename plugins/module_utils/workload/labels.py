@@ -58,11 +58,13 @@ def quote(value):
 
 
 def attribution_labels(job):
-    """{key: value} of the Job's pod template labels that attribute cost (team, pool, cost centre, queue)."""
+    """{key: value} of the Job's pod template labels that attribute cost (team, pool, cost centre, queue);
+    not a node label the pods also select on (a KAI shard's pool label: placement, not ownership)."""
     template = ((job or {}).get("spec") or {}).get("template") or {}
     labels = objects.meta(template).get("labels") or {}
+    placement = set(((template.get("spec") or {}).get("nodeSelector") or {}))
     return dict((k, str(v)) for k, v in sorted(labels.items())
-                if not any(k.startswith(p) or k == p for p in NOT_ATTRIBUTION))
+                if k not in placement and not any(k.startswith(p) or k == p for p in NOT_ATTRIBUTION))
 
 
 def prometheus_query(ctx):
