@@ -25,6 +25,9 @@ TEAMS = ("team-a", "team-b", "team-c")
 
 CLUSTER = """\
 crds: [%s]
+# the templates' claims (checkpoints, data) bind through a default class, as a CSI driver's install gives
+storage_classes:
+  - {name: standard, default: true}
 nodes:
   - name: gpu-h100-1
     gpus: {model: NVIDIA-H100-80GB-HBM3, count: 2, mig_capable: true}
