@@ -213,6 +213,8 @@ class QueueProbe(object):
         self.pool_nodes = None       # names of the nodes of the teams' pool
         self.node_selector = {}      # Kueue: the flavor the probe pins
         self.start_free = 0
+        self.kai_queues = {}         # KAI: the team Queues (their shard label)
+        self.shard_key = None        # KAI: global.nodePoolLabelKey of its Config, when sharded per pool
 
     # -- cluster facts --------------------------------------------------------------------
     def _tolerated(self, node):
@@ -276,6 +278,9 @@ class QueueProbe(object):
             listed = self.ctx.kube.list(upstream.KAI_QUEUE_API_VERSION, "Queue")[0]
             items = dict((q["metadata"]["name"], q) for q in listed)
             found = [t for t in teams if t in items]
+            self.kai_queues = items
+            config = self.ctx.kube.get(upstream.KAI_SHARD_API_VERSION, "Config", upstream.KAI_CONFIG_NAME) or {}
+            self.shard_key = ((config.get("spec") or {}).get("global") or {}).get("nodePoolLabelKey") or None
             return found, items
         found, items = [], {}
         for t in teams:
@@ -288,6 +293,15 @@ class QueueProbe(object):
         return found, items
 
     # -- workloads ------------------------------------------------------------------------
+    def shard_labels(self, team):
+        """With one KAI scheduling shard per pool, a workload reaches its queue only when it carries
+        the queue's pool label (the pod-grouper copies it to the PodGroup, the shard picks by it);
+        without it the default shard answers QueueDoesNotExist."""
+        if not self.shard_key:
+            return {}
+        value = ((self.kai_queues.get(team) or {}).get("metadata", {}).get("labels") or {}).get(self.shard_key)
+        return {self.shard_key: value} if value else {}
+
     def job(self, team, name, parallelism):
         pod = _probe_resources(self.test_pod(self.ctx, name, {upstream.GPU_RESOURCE: 1},
                                              image=self.ctx.params["probe_image"]))
@@ -297,6 +311,7 @@ class QueueProbe(object):
         if self.backend == "kai":
             spec["schedulerName"] = upstream.KAI_SCHEDULER_NAME
             labels[upstream.KAI_QUEUE_LABEL] = team
+            labels.update(self.shard_labels(team))
         else:
             labels[upstream.KUEUE_QUEUE_LABEL] = team
             if self.node_selector:
@@ -313,7 +328,8 @@ class QueueProbe(object):
 
     def kai_gang(self, team, name, size):
         """A PodGroup with minMember=size and its pods (KAI's gang; a plain Job is not one)."""
-        group = {"apiVersion": KAI_PODGROUP_API, "kind": "PodGroup", "metadata": {"name": name, "namespace": team},
+        group = {"apiVersion": KAI_PODGROUP_API, "kind": "PodGroup",
+                 "metadata": {"name": name, "namespace": team, "labels": self.shard_labels(team)},
                  "spec": {"minMember": size, "queue": team}}
         self.ctx.kube.create(group)
         self.ctx.track(group)
@@ -322,6 +338,7 @@ class QueueProbe(object):
                                                  image=self.ctx.params["probe_image"]))
             pod["metadata"]["namespace"] = team
             pod["metadata"]["labels"][upstream.KAI_QUEUE_LABEL] = team
+            pod["metadata"]["labels"].update(self.shard_labels(team))
             pod["metadata"]["annotations"] = {KAI_PODGROUP_ANNOTATION: name, KAI_SKIP_PODGROUPER: "true"}
             pod["spec"]["schedulerName"] = upstream.KAI_SCHEDULER_NAME
             pod["spec"]["containers"][0]["args"] = ["pause"]

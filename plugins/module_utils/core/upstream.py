@@ -140,6 +140,7 @@ KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"      # controllerManager.
 KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
 KAI_SHARD_API_VERSION = "kai.scheduler/v1"
+KAI_CONFIG_NAME = "kai-config"         # the chart's Config (kai.scheduler/v1): global.nodePoolLabelKey
 
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------

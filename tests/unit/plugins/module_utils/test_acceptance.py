@@ -285,3 +285,31 @@ def test_gpus_visible_counts_mps_shares_as_gpus_times_replicas():
     short = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **labels)), gpu_nodes=spec),
                            ["gpus-visible"])[0]
     assert short.status == "FAIL" and "expected 16 (4 GPUs x 4)" in " ".join(short.evidence)
+
+
+def test_kai_probe_workloads_carry_the_shard_label_of_their_queue():
+    """With one KAI scheduling shard per pool (Config global.nodePoolLabelKey), a Job or PodGroup
+    without its queue's pool label lands in the default shard, which has no such queue."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import QueueProbe
+
+    def queue(name, **labels):
+        return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name, "labels": labels},
+                "spec": {"parentQueue": "research"}}
+    config = {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"},
+              "spec": {"global": {"nodePoolLabelKey": "gpu.skaffon.io/workload"}}}
+    kube = FakeKube([config, queue("team-a", **{"gpu.skaffon.io/workload": "training"}), queue("team-b")])
+    probe = QueueProbe(ctx(kube, queue_backend="kai", probe_image="agnhost"),
+                       lambda _ctx, name, resources, image: {
+                           "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "probe"}},
+                           "spec": {"containers": [{"name": "c", "image": image, "resources": {"limits": resources}}]}})
+    found, _queues = probe.team_queues(["team-a", "team-b"])
+    assert found == ["team-a", "team-b"]
+    job = probe.job("team-a", "share", 1)
+    assert job["metadata"]["labels"]["gpu.skaffon.io/workload"] == "training"
+    probe.kai_gang("team-a", "gang", 2)
+    group = kube.get("scheduling.run.ai/v2alpha2", "PodGroup", "gang", "team-a")
+    pod = kube.get("v1", "Pod", "gang-1", "team-a")
+    assert group["metadata"]["labels"] == {"gpu.skaffon.io/workload": "training"}
+    assert pod["metadata"]["labels"]["gpu.skaffon.io/workload"] == "training"
+    # a queue without the label (or no sharding): nothing added
+    assert "gpu.skaffon.io/workload" not in probe.job("team-b", "share-b", 1)["metadata"]["labels"]
