@@ -116,6 +116,16 @@ options:
         hostPath C(/dev)/C(/dev/nvidia*) mount in a container without a GPU request (docs/security.md).
     type: bool
     default: true
+  allocation_api:
+    description:
+      - How GPUs reach pods. C(device-plugin) - extended resources (C(nvidia.com/gpu), C(nvidia.com/mig-*)) counted by
+        C(requests.*) quota keys. C(dra) - ResourceClaims (Kubernetes 1.34+, the NVIDIA DRA driver); each team
+        gets the ResourceClaimTemplates of its C(claim_templates) (default one whole GPU, C(gpu)), its quota counts
+        claims as Kubernetes does (C(<deviceclass>.deviceclass.resource.k8s.io/devices),
+        C(count/resourceclaims.resource.k8s.io)) and quota keys on C(nvidia.com/gpu) are refused.
+    type: str
+    choices: [device-plugin, dra]
+    default: device-plugin
   parallel:
     description: Write requests in flight at once.
     type: int
@@ -218,6 +228,7 @@ def argspec():
         common_labels=dict(type="dict", default={}),
         allowed_registries=dict(type="list", elements="raw", default=[]),
         gpu_access_policy=dict(type="bool", default=True),
+        allocation_api=dict(type="str", choices=["device-plugin", "dra"], default="device-plugin"),
         parallel=dict(type="int", default=8),
     )
 
