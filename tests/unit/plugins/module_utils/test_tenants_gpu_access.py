@@ -121,6 +121,10 @@ def test_refused(store, spec, words):
     {"containers": [container("main", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}])]},
     {"containers": [container("main")], "volumes": [{"name": "data", "hostPath": {"path": "/data"}}]},
     {"containers": [container("main", env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}])]},
+    # DRA mode: a claim in resources.claims is the container's GPU request
+    {"containers": [dict(container("main", env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]),
+                         resources={"claims": [{"name": "gpu"}]})],
+     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
 ])
 def test_admitted(store, spec):
     store.create("pods", pod("team-a", **spec))
