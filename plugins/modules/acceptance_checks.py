@@ -64,8 +64,9 @@ options:
     default: []
     suboptions:
       name: {description: Kubernetes node name., type: str, required: true}
-      mode: {description: Sharing mode., type: str, choices: [exclusive, time-slicing, mig], default: exclusive}
-      replicas: {description: Time-slicing replicas per GPU., type: int}
+      mode: {description: Sharing mode., type: str, choices: [exclusive, time-slicing, mps, mig], default: exclusive}
+      replicas: {description: Time-slicing or MPS replicas per GPU., type: int}
+      resource: {description: "The resource an MPS node advertises: C(nvidia.com/gpu), or C(nvidia.com/gpu.shared) when renamed.", type: str}
       mig_config: {description: The MIG config name (nvidia.com/mig.config) the node must have., type: str}
       gpu_count: {description: Physical GPUs the host reported (gpu_node_facts)., type: int}
   test_namespace:
@@ -207,8 +208,9 @@ NEEDS_POD += ("gpu-access-by-request",)
 
 def argspec():
     node = dict(name=dict(type="str", required=True),
-                mode=dict(type="str", choices=["exclusive", "time-slicing", "mig"], default="exclusive"),
-                replicas=dict(type="int"), mig_config=dict(type="str"), gpu_count=dict(type="int"))
+                mode=dict(type="str", choices=["exclusive", "time-slicing", "mps", "mig"], default="exclusive"),
+                replicas=dict(type="int"), mig_config=dict(type="str"), gpu_count=dict(type="int"),
+                resource=dict(type="str"))
     return dict(
         checks=dict(type="list", elements="str", default=list(acceptance.CHECK_IDS)),
         operator_namespace=dict(type="str", default="gpu-operator"),

@@ -126,6 +126,13 @@ options:
     type: str
     choices: [device-plugin, dra]
     default: device-plugin
+  gpu_allocation:
+    description:
+      - What each team's pods get from the GPUs (team name to text, e.g. C(MIG slice 1g.10gb)), written as the
+        annotation C(gpu-platform.skaffon.io/gpu-allocation) on the team's namespace; platform_design's
+        C(roles.tenants_gpu_allocation). Teams not listed get no such annotation.
+    type: dict
+    default: {}
   parallel:
     description: Write requests in flight at once.
     type: int
@@ -229,6 +236,7 @@ def argspec():
         allowed_registries=dict(type="list", elements="raw", default=[]),
         gpu_access_policy=dict(type="bool", default=True),
         allocation_api=dict(type="str", choices=["device-plugin", "dra"], default="device-plugin"),
+        gpu_allocation=dict(type="dict", default={}),
         parallel=dict(type="int", default=8),
     )
 

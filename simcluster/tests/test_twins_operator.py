@@ -9,8 +9,8 @@ pytestmark = [pytest.mark.needs_shared]
 
 NFD_WORKER_DS = "gpu-operator-node-feature-discovery-worker"  # the chart's NFD subchart
 OPERANDS = ["gpu-feature-discovery", "nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter",
-            "nvidia-device-plugin-daemonset", "nvidia-driver-daemonset", "nvidia-mig-manager",
-            "nvidia-operator-validator"]
+            "nvidia-device-plugin-daemonset", "nvidia-device-plugin-mps-control-daemon", "nvidia-driver-daemonset",
+            "nvidia-mig-manager", "nvidia-operator-validator"]
 
 
 @pytest.fixture(params=["real"])

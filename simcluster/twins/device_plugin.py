@@ -6,6 +6,16 @@ restarted). The config-manager sidecar does follow the node label
 `nvidia.com/device-plugin.config`, so a label change re-reads the config.
 Node resources (allocatable/capacity) come from the running plugin pod's
 snapshot and the MIG layout; GFD labels from the GFD pod on the node.
+
+MPS (`sharing.mps`, the same ReplicatedResources format as `sharing.timeSlicing`,
+NVIDIA/k8s-device-plugin api/config/v1/sharing.go): the plugin exits on a node whose
+GPUs run MIG (internal/plugin/mps.go) or under the mixed MIG strategy the operator
+passes as MIG_STRATEGY (cmd/nvidia-device-plugin/main.go validateFlags); otherwise it
+serves nothing until the operator's MPS control daemon runs on the node
+(internal/plugin/server.go waitForDaemon, retried every 30 s). That daemon's
+DaemonSet selects nodes GFD labels nvidia.com/mps.capable=true
+(gpu-operator assets/state-mps-control-daemon/0400_daemonset.yaml), which GFD writes
+for an MPS config without MIG devices (internal/lm/nvml.go newSharingLabeler).
 """
 
 import time
@@ -17,6 +27,7 @@ from .util import clone, gpu_requests, patch_labels, write_status
 
 DS_NAME = "nvidia-device-plugin-daemonset"
 GFD_DS = "gpu-feature-discovery"
+MPS_DS = "nvidia-device-plugin-mps-control-daemon"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 GPU = "nvidia.com/gpu"
 
@@ -63,8 +74,15 @@ def parse_config(text):
         raise ConfigError("invalid --mig-strategy option: %s" % strategy)
     sharing = doc.get("sharing") or {}
     _unknown(sharing, _SHARING)
-    ts = sharing.get("timeSlicing") or {}
+    # Sharing.ReplicatedResources: sharing.mps when set, else sharing.timeSlicing
+    mode = "mps" if sharing.get("mps") is not None else "time-slicing"
+    ts = sharing.get("mps") if mode == "mps" else (sharing.get("timeSlicing") or {})
+    if not isinstance(ts, dict):
+        raise ConfigError("json: cannot unmarshal into Go struct field Sharing.%s" % (
+            "mps" if mode == "mps" else "timeSlicing"))
     _unknown(ts, _TS)
+    if mode == "mps" and not ts.get("resources"):
+        raise ConfigError("no resources specified")
     resources = []
     for r in ts.get("resources") or []:
         if not isinstance(r, dict):
@@ -80,9 +98,17 @@ def parse_config(text):
     for key in ("renameByDefault", "failRequestsGreaterThanOne"):
         if key in ts and not isinstance(ts[key], bool):
             raise ConfigError("json: cannot unmarshal into Go struct field TimeSlicing.%s of type bool" % key)
+    # failRequestsGreaterThanOne defaults to true for MPS (api/config/v1/config.go)
+    replicated = any(r["replicas"] > 1 for r in resources)
     return {"strategy": strategy, "resources": resources,
+            "sharing": mode if replicated else None,
             "rename": bool(ts.get("renameByDefault", False)),
-            "fail_gt1": bool(ts.get("failRequestsGreaterThanOne", False))}
+            "fail_gt1": bool(ts.get("failRequestsGreaterThanOne", mode == "mps"))}
+
+
+def crash_log(message):
+    return ("I1129 00:00:00.000000       1 main.go:235] Starting NVIDIA Device Plugin\n"
+            "E1129 00:00:00.000000       1 main.go:176] error starting plugins: %s\n" % message)
 
 
 def error_log(message):
@@ -162,10 +188,20 @@ class DevicePlugin:
         if snap["error"]:
             return {"kind": "crash", "container": "nvidia-device-plugin",
                     "logs": {"nvidia-device-plugin": error_log(snap["error"])}}
+        refused = self.mps_refusal(node, snap)
+        if refused:
+            return {"kind": "crash", "container": "nvidia-device-plugin",
+                    "logs": {"nvidia-device-plugin": crash_log(refused)}}
         res = self.resources(node, snap)
         lines = ["I1129 00:00:00.000000       1 main.go:235] Starting NVIDIA Device Plugin"]
         if snap["key"]:
             lines.append('I1129 00:00:00.000000       1 main.go:238] Using config "%s"' % snap["key"])
+        if self.is_mps(snap) and not self.mps_daemon_ready(node):
+            lines += ["E1129 00:00:00.000000       1 main.go:408] Failed to start plugin: error waiting for MPS "
+                      "daemon: error checking MPS daemon health: failed to send command to MPS daemon: exit status 1",
+                      "I1129 00:00:00.000000       1 main.go:302] Failed to start one or more plugins. "
+                      "Retrying in 30s..."]
+            return {"kind": "run", "retry": 0.5, "logs": {"nvidia-device-plugin": "\n".join(lines) + "\n"}}
         for name, n in sorted(res.items()):
             if n:
                 lines.append("I1129 00:00:00.000000       1 server.go:176] Registered device plugin for "
@@ -189,6 +225,30 @@ class DevicePlugin:
                         "message": "Allocate failed due to rpc error: code = Unknown desc = request "
                                    "for '%s': %d too large: maximum request size for shared "
                                    "resources is 1, which is unexpected" % (name, int(want))}
+        return None
+
+    # -- MPS -------------------------------------------------------------------------------
+    @staticmethod
+    def is_mps(snap):
+        return ((snap or {}).get("config") or {}).get("sharing") == "mps"
+
+    def mps_daemon_ready(self, node):
+        return (MPS_DS, node) in self.ctx.operator.ready_pods
+
+    def _mig_enabled(self, node):
+        layout = self.ctx.mig.layout(node)
+        return bool(layout and any(layout))
+
+    def mps_refusal(self, node, snap):
+        """The real plugin's error for an MPS config it cannot serve, or None."""
+        if not self.is_mps(snap):
+            return None
+        # MIG_STRATEGY from the ClusterPolicy (applyMIGConfiguration) wins over the config's flags
+        env_strategy = (self.ctx.operator.spec().get("mig") or {}).get("strategy")
+        if (env_strategy or snap["config"].get("strategy")) == "mixed":
+            return "unable to validate flags: using --mig-strategy=mixed is not supported with MPS"
+        if self._mig_enabled(node) and self.strategy(snap) != "none":
+            return "error getting plugins: failed to create plugin: sharing using MPS is not supported for MIG devices"
         return None
 
     # -- node view ------------------------------------------------------------------------
@@ -270,7 +330,8 @@ class DevicePlugin:
         cap = status.setdefault("capacity", {})
         alloc = status.setdefault("allocatable", {})
         gpu_keys = [k for k in set(cap) | set(alloc) if k.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))]
-        if running and snap is not None and not snap.get("error"):
+        serving = not (self.is_mps(snap) and (self.mps_refusal(node, snap) or not self.mps_daemon_ready(node)))
+        if running and snap is not None and not snap.get("error") and serving:
             res = self.resources(node, snap)
             for k in gpu_keys:
                 if k not in res:
@@ -347,21 +408,27 @@ class DevicePlugin:
                 labels[prefix + ".replicas"] = "1"
                 labels[prefix + ".sharing-strategy"] = "none"
         cfg = (snap or {}).get("config")
+        if self.is_mps(snap):
+            if mig_gpus:
+                # newSharingLabeler fails ("MPS sharing is not supported for mig devices"): GFD writes nothing
+                return
+            labels["nvidia.com/mps.capable"] = "true"
         if cfg:
+            mode = cfg.get("sharing") or "time-slicing"
             for r in cfg["resources"]:
                 if r["replicas"] <= 1:
                     continue
                 renamed = bool(r.get("rename")) or cfg["rename"]
                 if r["name"] == GPU and not (mig_gpus and strategy == "mixed"):
                     labels["nvidia.com/gpu.replicas"] = str(r["replicas"])
-                    labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+                    labels["nvidia.com/gpu.sharing-strategy"] = mode
                     if not renamed:
                         labels["nvidia.com/gpu.product"] += "-SHARED"
                 elif r["name"].startswith("nvidia.com/mig-"):
                     prefix = r["name"]
                     if prefix + ".count" in labels:
                         labels[prefix + ".replicas"] = str(r["replicas"])
-                        labels[prefix + ".sharing-strategy"] = "time-slicing"
+                        labels[prefix + ".sharing-strategy"] = mode
                         if not renamed:
                             labels[prefix + ".product"] += "-SHARED"
         # gfd.timestamp changes every pass: only rewrite it when something else changed

@@ -41,9 +41,9 @@ NFD_GPU_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
 VALIDATOR_INITS = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
 
 
-def _op(state, ds, key, deploy, repo, image, version, init, containers, enabled=True):
+def _op(state, ds, key, deploy, repo, image, version, init, containers, enabled=True, selector=None):
     return {"state": state, "ds": ds, "key": key, "deploy": deploy, "image": (repo, image, version),
-            "init": init, "containers": containers, "default_enabled": enabled}
+            "init": init, "containers": containers, "default_enabled": enabled, "selector": selector or {}}
 
 
 # Real state names, DaemonSet names, node-selector labels and default images (values.yaml).
@@ -58,6 +58,12 @@ OPERANDS = [
     _op("state-device-plugin", "nvidia-device-plugin-daemonset", "devicePlugin", "device-plugin",
         "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", ["toolkit-validation"],
         ["nvidia-device-plugin"]),
+    # assets/state-mps-control-daemon/0400_daemonset.yaml: enabled with the device plugin
+    # (state_manager.go isStateEnabled), the device plugin's image, on nodes GFD labels
+    # nvidia.com/mps.capable=true (an MPS config without MIG devices, internal/lm/nvml.go).
+    _op("state-mps-control-daemon", "nvidia-device-plugin-mps-control-daemon", "devicePlugin", "device-plugin",
+        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", ["toolkit-validation", "mps-control-daemon-mounts"],
+        ["mps-control-daemon-ctr"], selector={"nvidia.com/mps.capable": "true"}),
     _op("state-dcgm", "nvidia-dcgm", "dcgm", "dcgm", "nvcr.io/nvidia/cloud-native", "dcgm",
         "4.6.0-1-ubuntu24.04", ["toolkit-validation"], ["nvidia-dcgm-ctr"], enabled=False),
     _op("state-dcgm-exporter", "nvidia-dcgm-exporter", "dcgmExporter", "dcgm-exporter",
@@ -360,9 +366,10 @@ class GpuOperator:
         labels = {"app": op["ds"], "app.kubernetes.io/managed-by": "gpu-operator",
                   "helm.sh/chart": "gpu-operator"}
         labels.update(dsets.get("labels") or {})
-        pod_spec = {"serviceAccountName": op["ds"].replace("-daemonset", ""),
+        pod_spec = {"serviceAccountName": ("nvidia-device-plugin" if op["ds"] == "nvidia-device-plugin-mps-control-daemon"
+                                           else op["ds"].replace("-daemonset", "")),
                     "priorityClassName": dsets.get("priorityClassName", "system-node-critical"),
-                    "nodeSelector": {DEPLOY + op["deploy"]: "true"},
+                    "nodeSelector": dict({DEPLOY + op["deploy"]: "true"}, **op["selector"]),
                     "tolerations": clone(dsets.get("tolerations") if "tolerations" in dsets else
                                                  [{"key": "nvidia.com/gpu", "operator": "Exists",
                                                    "effect": "NoSchedule"}]),

@@ -20,6 +20,7 @@ PLAYBOOKS = dict((name, os.path.join(REPO, "playbooks", name + ".yml"))
                  for name in ("gpu_operator", "node_prereqs", "mig"))
 OLD_CHART = gpu_operator_chart("v26.3.3")
 TIME_SLICING = {"configs": {"l40s": {"replicas": 4}}, "nodes": {"gpu-l40s-1": "l40s"}}
+MPS = {"configs": {"mps": {"replicas": 4, "strategy": "mps"}}, "nodes": {"gpu-l40s-1": "mps"}}
 REPORT = os.path.join(REPO, "build", "reports", "bad-inputs.md")
 # in a case's -e: gpu_operator.yml plans from the GPU hosts' facts instead of the fixture's plan
 PLAN_FROM_FACTS = "_plan_from_facts"
@@ -110,6 +111,15 @@ CASES = [
     ("keep-host-driver-without-one", "node_prereqs", {"all": {"node_prereqs_driver_enabled": False}}, {},
      "node_prereqs_driver_enabled is False (the hosts keep their own driver), but gpu-l40s-1 has no NVIDIA "
      "driver installed"),
+    ("mps-mixed-trust", "gpu_operator",
+     {"all": {"gpu_operator_time_slicing": dict(MPS, nodes={"gpu-h100-1": "mps"})}}, {},
+     "MPS refused on gpu-h100-1 (gpu.skaffon.io/trust=mixed, config mps, MPS)"),
+    ("mps-with-mixed-mig-strategy", "gpu_operator",
+     {"all": {"gpu_operator_time_slicing": MPS, "gpu_operator_mig_strategy": "mixed"}}, {},
+     "MPS refused on gpu-l40s-1: gpu_operator_mig_strategy is mixed"),
+    ("mps-too-many-replicas", "gpu_operator",
+     {"all": {"gpu_operator_time_slicing": dict(MPS, configs={"mps": {"replicas": 64, "strategy": "mps"}})}}, {},
+     "sharing.mps.resources[0].replicas is 64: an MPS server takes at most 48 clients per GPU"),
     ("mig-node-name-unknown", "mig",
      {"gpu-h100-1": {"mig_node_name": "gpu-h100-9"}, "pool_h100_nvlink_training": {"mig_profile": "all-1g.10gb"}},
      {"mig_batch_size": 1}, "Node gpu-h100-9 does not exist (nodes of the cluster: cpu-1, gpu-h100-1, gpu-h100-2, "

@@ -183,7 +183,7 @@ def test_the_design_feeds_the_gpu_operator_role_values(designed, tmp_path):
     assert res.rc == 0, res
     msg = res.task_results("Show them")[0]["msg"]
     assert msg["placement"] == {"gpu-l40s-1": "shared-4"}
-    assert msg["expected"] == {"shared-4": {"resource": "nvidia.com/gpu", "replicas": 4}}
+    assert msg["expected"] == {"shared-4": {"resource": "nvidia.com/gpu", "replicas": 4, "strategy": "time-slicing"}}
     assert msg["mig"] == {"strategy": "mixed"}
     assert msg["device_plugin"]["name"] == "time-slicing-config"
     assert msg["backend"] == "none"

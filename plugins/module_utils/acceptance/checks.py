@@ -184,7 +184,7 @@ def _pod_failure(pod):
 
 @check("cuda-test")
 def cuda_test(ctx):
-    nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") != "time-slicing"] or ctx.params["gpu_nodes"]
+    nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") not in ("time-slicing", "mps")] or ctx.params["gpu_nodes"]
     if not nodes:
         return Result("cuda-test", SKIP, "no GPU node to run the CUDA test on: the group acceptance_gpu_hosts names "
                       "(default gpu_nodes) is empty (gpus-visible fails for it)")
@@ -274,7 +274,7 @@ def sharing_verified(ctx):
     if not ctx.params["gpu_nodes"]:
         return Result("sharing-verified", SKIP, "no GPU node whose sharing mode to check: the group "
                       "acceptance_gpu_hosts names (default gpu_nodes) is empty (gpus-visible fails for it)")
-    shared = [n for n in ctx.params["gpu_nodes"] if n.get("mode") in ("time-slicing", "mig")]
+    shared = [n for n in ctx.params["gpu_nodes"] if n.get("mode") in ("time-slicing", "mps", "mig")]
     if not shared:
         return Result("sharing-verified", PASS, "every GPU node is exclusive (whole GPUs), as configured",
                       ["%s: exclusive" % n["name"] for n in ctx.params["gpu_nodes"]])
@@ -290,6 +290,21 @@ def sharing_verified(ctx):
             ok = replicas == str(spec.get("replicas")) and strategy == upstream.TIME_SLICING_STRATEGY
             evidence.append("%s: time-slicing, replicas label %s (expected %s), strategy %s" % (
                 spec["name"], replicas, spec.get("replicas"), strategy))
+        elif spec.get("mode") == "mps":
+            # GFD: nvidia.com/gpu.replicas and sharing-strategy=mps; the device plugin advertises GPUs x replicas
+            # only once the operator's MPS control daemon answers (k8s-device-plugin internal/plugin/server.go)
+            replicas = labels.get(upstream.LABEL_GPU_REPLICAS)
+            strategy = labels.get(upstream.LABEL_GPU_SHARING_STRATEGY)
+            resource = spec.get("resource") or upstream.GPU_RESOURCE
+            count = spec.get("gpu_count") or int(labels.get(upstream.LABEL_GPU_COUNT) or 0)
+            advertised = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+            want = count * int(spec.get("replicas") or 0) if count else None
+            ok = (replicas == str(spec.get("replicas")) and strategy == upstream.MPS_STRATEGY
+                  and (want is None or str(advertised) == str(want)))
+            evidence.append("%s: MPS, replicas label %s (expected %s), strategy %s, %s allocatable %s (expected %s = "
+                            "%s GPUs x %s)" % (spec["name"], replicas, spec.get("replicas"), strategy, resource,
+                                               advertised, want if want is not None else "?", count or "?",
+                                               spec.get("replicas")))
         elif spec.get("mode") == "mig":
             config = labels.get(upstream.LABEL_MIG_CONFIG)
             state = labels.get(upstream.LABEL_MIG_CONFIG_STATE)
@@ -307,7 +322,9 @@ def sharing_verified(ctx):
             bad.append(spec["name"])
     if bad:
         return Result("sharing-verified", FAIL, "nodes not in their configured mode: %s" % ", ".join(bad), evidence)
-    return Result("sharing-verified", PASS, "time-slicing and MIG as configured on %d node(s)" % len(shared), evidence)
+    return Result("sharing-verified", PASS, "%s as configured on %d node(s)" % (
+        ", ".join(m for m in ("time-slicing", "MPS", "MIG") if any(n.get("mode") == m.lower() for n in shared)),
+        len(shared)), evidence)
 
 
 def helm_history(ctx, release, namespace):

@@ -38,7 +38,12 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
         if profile and profile != "all-disabled":
             entry.update(mode="mig", mig_config=profile)
         elif key and (rendered["expected"].get(key) or {}).get("replicas"):
-            entry.update(mode="time-slicing", replicas=int(rendered["expected"][key]["replicas"]))
+            want = rendered["expected"][key]
+            # the config's sharing.mps or sharing.timeSlicing (one rendering, sharing/time_slicing.py)
+            entry.update(mode="mps" if want.get("strategy") == "mps" else "time-slicing",
+                         replicas=int(want["replicas"]))
+            if want.get("strategy") == "mps":
+                entry["resource"] = want["resource"]
         nodes.append(entry)
         for taint in pool["taints"]:
             tol = toleration(taint)

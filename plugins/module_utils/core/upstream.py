@@ -68,6 +68,7 @@ MIG_CONFIGMAP_KEY = "config.yaml"
 PER_NODE_MIG_CONFIGMAP_SUFFIX = "-mig-config"
 
 # --- Time-slicing ---------------------------------------------------------------
+MPS_STRATEGY = "mps"   # nvidia.com/gpu.sharing-strategy for sharing.mps (k8s-device-plugin internal/lm/resource.go)
 TIME_SLICING_STRATEGY = "time-slicing"
 
 # --- Queues --------------------------------------------------------------------

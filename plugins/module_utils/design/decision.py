@@ -5,11 +5,15 @@
 warnings for the common mistakes, and the values the roles take.
 
 Decision matrix per pool (docs/design.md):
-  tenants of different trust + time-slicing          -> refused (no memory or fault isolation)
+  tenants of different trust + time-slicing, mps or fraction -> refused (no memory or fault isolation)
   MIG-capable GPU + teams asking for MIG slices       -> mig
   one team (single trust), inference or interactive   -> time-slicing
   otherwise                                           -> exclusive
-An explicit `allocation` wins (except time-slicing for mixed trust) and is reported.
+mps and fraction are explicit choices (`allocation`), each with its refusals: mps next to a MIG pool
+(the design then sets the mixed MIG strategy, which the device plugin refuses with MPS), fraction
+without the KAI queue backend. An explicit `allocation` wins otherwise and is reported.
+Placement per pool: binpack for training, batch and mixed pools (whole nodes stay free for gangs),
+spread for inference and interactive pools (latency: fewer pods per node and GPU).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -40,8 +44,25 @@ TRADE_OFFS = {
     "mig": "hardware-isolated slices (memory, cache, faults) with a fixed compute share; rigid profiles waste what "
            "does not fit a slice, reconfiguring needs idle GPUs (drain), no NVLink/P2P between slices, so "
            "multi-GPU training needs whole GPUs",
+    # NVIDIA/k8s-device-plugin cmd/mps-control-daemon/mps/daemon.go sets the default active thread percentage
+    # 100/replicas and a pinned device memory limit per client; the MPS docs' "Error Containment": a fatal GPU
+    # exception of one client reaches every client of that GPU.
+    "mps": "kernels of several pods run concurrently on one GPU, each client limited to 1/replicas of the SMs and "
+           "of the memory (set by the device plugin's MPS control daemon); a fatal fault of one client stops every "
+           "client of that GPU, one MPS server per GPU; not with MIG, and not under the mixed MIG strategy "
+           "anywhere in the cluster",
+    # KAI-Scheduler docs/gpu-sharing/README.md: "KAI Scheduler does not enforce memory allocation limit or
+    # performs memory isolation between processes"; fractions are reserved by a reservation pod per shared GPU.
+    "fraction": "pods ask KAI for a part of a GPU (annotation gpu-fraction or gpu-memory) and KAI packs them onto "
+                "shared GPUs and counts the fractions in the queues; nothing enforces the memory a pod uses (a "
+                "process that allocates more hurts its neighbours), the shared GPU is held by a reservation pod, "
+                "and ResourceQuota cannot count fractions",
 }
-SHARING_LABEL = {"exclusive": "exclusive", "time-slicing": "time-slicing", "mig": "mig"}
+SHARING_LABEL = {"exclusive": "exclusive", "time-slicing": "time-slicing", "mig": "mig", "mps": "mps",
+                 "fraction": "fraction"}
+PLACEMENT_SPREAD = ("inference", "interactive")
+# What a team's pods get, written on its namespace by roles/tenants (docs/design.md)
+ALLOCATION_ANNOTATION = "gpu-platform.skaffon.io/gpu-allocation"
 
 
 def _warn(warnings, code, message, **where):
@@ -143,6 +164,19 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
             "time-sliced replicas share GPU memory and faults. Use allocation: mig (on MIG-capable GPUs) or "
             "exclusive, or give the teams separate pools"
             % (pool["name"], "trust=mixed" if pool["trust"] == TRUST_MIXED else "teams " + ", ".join(levels)))
+    sharing_risks = (
+        ("mps", "MPS clients of one GPU share its MPS server, and a fatal GPU exception of one client reaches all "
+                "of them (MPS docs, Error Containment)"),
+        ("fraction", "KAI does not enforce the memory a fractional pod uses nor isolate processes on a shared GPU "
+                     "(KAI docs/gpu-sharing), and pods of different namespaces share it"),
+    )
+    for mode, why in sharing_risks:
+        if allocation == mode and trust == TRUST_MIXED:
+            raise DesignError(
+                "platform_pools.%s.allocation: %s refused: the pool's tenants have different trust (%s), and %s. "
+                "Use allocation: mig (on MIG-capable GPUs) or exclusive, or give the teams separate pools"
+                % (pool["name"], mode, "trust=mixed" if pool["trust"] == TRUST_MIXED else "teams " + ", ".join(levels),
+                   why))
     if allocation == "mig" and model is None:
         raise DesignError("platform_pools.%s.%s: mig is impossible, %s has no MIG (MIG-capable: %s)"
                           % (pool["name"], "allocation" if pool["allocation"] else "mig_profile",
@@ -171,8 +205,11 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
         "mig_profile": None,
         "mig_profiles": {},
         "time_slicing": None,
+        "mps": None,
+        "fraction": allocation == "fraction",
         "sharing_label": SHARING_LABEL[allocation],
     }
+    result["placement"], result["placement_reason"] = _placement(pool)
     if result["differs"]:
         _warn(warnings, "explicit_differs", "pool %s: the inventory chooses %s, the recommendation is %s (%s)"
               % (pool["name"], allocation, recommended, "; ".join(reasons)), pool=pool["name"])
@@ -201,6 +238,9 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
     if allocation == "time-slicing":
         result["time_slicing"] = {"config": "shared-%d" % pool["time_slicing_replicas"],
                                   "replicas": pool["time_slicing_replicas"]}
+    if allocation == "mps":
+        result["mps"] = {"config": "mps-%d" % pool["mps_replicas"], "replicas": pool["mps_replicas"]}
+    result["pods_get"] = _pods_get(result, slices_wanted)
     if not pool["labels_known"]:
         return result  # read through hostvars: the roles' values only, no label checks
     sharing = pool["labels"].get("sharing")
@@ -213,6 +253,33 @@ def decide_pool(pool, tenants, teams, parted, warnings, pools_of):
               "(node_prereqs_pool): jobs cannot select it and land anywhere a GPU is free" % pool["name"],
               pool=pool["name"])
     return result
+
+
+def _placement(pool):
+    """KAI placement strategy of the pool's scheduling shard, with the reason."""
+    if pool["placement"]:
+        return pool["placement"], "explicit in the inventory"
+    if pool["workload"] in PLACEMENT_SPREAD:
+        return "spread", ("%s work is latency-sensitive: spread pods over nodes and GPUs so one busy GPU or node "
+                          "slows fewer of them" % pool["workload"])
+    return "binpack", ("%s work: pack pods onto the fewest nodes and GPUs so whole nodes stay free for gangs of "
+                       "whole-node pods" % pool["workload"])
+
+
+def _pods_get(result, slices_wanted):
+    """What a pod on this pool gets, in the words the team's namespace carries."""
+    allocation = result["allocation"]
+    if allocation == "mig":
+        profiles = sorted((result["mig"] or {}).get("offered") or slices_wanted or {})
+        return "MIG slice %s" % ", ".join(profiles) if profiles else "MIG slice"
+    if allocation == "mps":
+        n = result["mps"]["replicas"]
+        return "MPS share (1/%d of a GPU's memory and compute)" % n
+    if allocation == "time-slicing":
+        return "time-slice (1/%d, no isolation)" % result["time_slicing"]["replicas"]
+    if allocation == "fraction":
+        return "GPU fraction (KAI)"
+    return "full GPU"
 
 
 def _toleration(taint, prefix):
@@ -264,14 +331,21 @@ def decide_scheduler(pools, teams, explicit):
         reasons += r
         gang = gang or g
         borrow = borrow or b
+    fractions = sorted(p["name"] for p in pools.values() if p["allocation"] == "fraction")
+    if fractions:
+        reasons.append("GPU fractions on pool %s: only KAI Scheduler hands out and accounts parts of a GPU "
+                       "(global.gpuSharing)" % ", ".join(fractions))
     if not reasons:
         recommended = "none"
         why = ["one team per pool, no gang starts and no borrowing: namespace quotas and the default "
                "scheduler are enough"]
-    elif gang:
+    elif gang or fractions:
         recommended = "kai"
         why = ["KAI Scheduler: gang starts for any pod set (PodGroup minMember), hierarchical queues with quota, "
                "over-quota weight and priority, reclaim of over-quota work"]
+        if fractions:
+            why.append("KAI GPU sharing: pods annotated gpu-fraction or gpu-memory share a GPU that a reservation "
+                       "pod holds, and their fractions count in the queues")
     elif borrow:
         recommended = "kueue"
         why = ["Kueue: cohorts with explicit borrowing and lending limits per team, Jobs admitted whole against "
@@ -342,8 +416,53 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
             "preempts": list(needs["preempts"]),
             "preempted_by": sorted(t for t in teams if name in teams[t]["preempts"]),
             "needs": needs,
+            "gpu_allocation": _team_allocation(team_pools, decided, slices, dict(
+                (p, _whole_wanted(name, p, tenants, teams, {name: team_pools})) for p in team_pools)),
         }
     return result
+
+
+def _team_allocation(team_pools, decided, slices, whole_wanted):
+    """The namespace annotation: what the team's pods get, per pool when it has several."""
+    texts = []
+    for pool in team_pools:
+        d = decided[pool]
+        text = d["pods_get"]
+        if d["allocation"] == "mig":
+            layout = d["mig"] or {}
+            parts = []
+            if whole_wanted.get(pool) and (layout.get("whole_gpus") or layout.get("covered") is None):
+                parts.append("full GPU")
+            if slices:
+                mine = sorted(p for p in slices if p in (layout.get("offered") or slices))
+                parts.append("MIG slice %s" % ", ".join(mine or sorted(slices)))
+            text = " or ".join(parts) or text
+        texts.append((pool, text))
+    if not texts:
+        return None
+    if len(texts) == 1:
+        return texts[0][1]
+    return "; ".join("%s: %s" % t for t in texts)
+
+
+def _check_cluster_wide(decided, scheduler):
+    """Refusals that depend on other pools or on the queue backend."""
+    mig_pools = sorted(n for n, d in decided.items() if d["allocation"] == "mig")
+    for name in sorted(decided):
+        d = decided[name]
+        if d["allocation"] == "mps" and mig_pools:
+            raise DesignError(
+                "platform_pools.%s.allocation: mps refused: pool %s uses MIG, so the design sets "
+                "gpu_operator_mig_strategy: mixed, and the GPU Operator passes that strategy to every device plugin "
+                "(MIG_STRATEGY), which refuses MPS with it (\"using --mig-strategy=mixed is not supported with "
+                "MPS\"). Use allocation: time-slicing or exclusive for %s, or run the MIG pool in another cluster"
+                % (name, ", ".join(mig_pools), name))
+        if d["allocation"] == "fraction" and scheduler["backend"] != "kai":
+            raise DesignError(
+                "platform_pools.%s.allocation: fraction refused: GPU fractions are KAI Scheduler's GPU sharing "
+                "(global.gpuSharing, pods annotated gpu-fraction), but the queue backend is %s. Set "
+                "platform_requirements.queue_backend: kai, or choose allocation: mps or time-slicing for %s"
+                % (name, scheduler["backend"], name))
 
 
 def _mixed_priority_warnings(pools, decided_teams, teams, backend, warnings):
@@ -364,16 +483,22 @@ def _mixed_priority_warnings(pools, decided_teams, teams, backend, warnings):
                   pool=pool["name"])
 
 
-def role_values(decided, scheduler):
+def role_values(decided, scheduler, decided_teams=None):
     """The values the existing roles take (docs/design.md, "Wiring the roles")."""
     configs, nodes = {}, {}
     for name in sorted(decided):
         ts = decided[name]["time_slicing"]
-        if not ts:
+        mps = decided[name]["mps"]
+        if ts:
+            configs[ts["config"]] = {"replicas": ts["replicas"], "fail_requests_greater_than_one": True}
+        elif mps:
+            # one ConfigMap, one selection label: sharing.mps instead of sharing.timeSlicing
+            configs[mps["config"]] = {"replicas": mps["replicas"], "strategy": "mps",
+                                      "fail_requests_greater_than_one": True}
+        else:
             continue
-        configs[ts["config"]] = {"replicas": ts["replicas"], "fail_requests_greater_than_one": True}
         for node in decided[name]["node_names"]:
-            nodes[node] = ts["config"]
+            nodes[node] = (ts or mps)["config"]
     time_slicing = {"configmap": TIME_SLICING_CONFIGMAP, "configs": configs, "nodes": nodes} if configs else None
     any_mig = any(d["allocation"] == "mig" for d in decided.values())
     mig_by_host = {}
@@ -385,6 +510,14 @@ def role_values(decided, scheduler):
         "gpu_operator_mig_strategy": "mixed" if any_mig else None,
         "mig_profile_by_host": mig_by_host,
         "tenants_queue_backend": scheduler["backend"],
+        # roles/tenants: annotation gpu-platform.skaffon.io/gpu-allocation on each team's namespace
+        "tenants_gpu_allocation": dict((t, v["gpu_allocation"]) for t, v in sorted((decided_teams or {}).items())
+                                       if v["gpu_allocation"]),
+        # roles/queues (KAI): global.gpuSharing when a pool uses fractions; placement per pool (its shard)
+        "queues_kai_gpu_sharing": any(d["allocation"] == "fraction" for d in decided.values()),
+        "queues_kai_placement": dict((n, decided[n]["placement"]) for n in sorted(decided)),
+        # the admission policy lets only these pools' teams ask for fractions
+        "queues_kai_fraction_pools": sorted(n for n in decided if decided[n]["allocation"] == "fraction"),
     }
 
 
@@ -408,6 +541,7 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
     if scheduler["differs"]:
         _warn(warnings, "explicit_differs", "queue backend: the inventory chooses %s, the recommendation is %s"
               % (scheduler["backend"], scheduler["recommended"]))
+    _check_cluster_wide(decided, scheduler)
     decided_teams = decide_teams(pools, decided, tenants, teams, scheduler["backend"], warnings)
     _mixed_priority_warnings(pools, decided_teams, teams, scheduler["backend"], warnings)
     for name in sorted(pools):
@@ -417,7 +551,7 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
         "scheduler": scheduler,
         "queue_backend": scheduler["backend"],
         "teams": decided_teams,
-        "roles": role_values(decided, scheduler),
+        "roles": role_values(decided, scheduler, decided_teams),
         "requirements": dict((k, v) for k, v in req.items() if k != "teams"),
         "warnings": warnings,
     }

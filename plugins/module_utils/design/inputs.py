@@ -26,7 +26,10 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools im
     site_prefix,
 )
 
-ALLOCATIONS = ("exclusive", "time-slicing", "mig")
+ALLOCATIONS = ("exclusive", "time-slicing", "mps", "mig", "fraction")
+PLACEMENTS = ("binpack", "spread")
+# cmd/mps-control-daemon/mps/device.go maxClients (NVIDIA/k8s-device-plugin): 48 clients per GPU
+MPS_MAX_REPLICAS = 48
 BACKENDS = ("none", "kai", "kueue")
 WORKLOADS = ("training", "inference", "interactive", "batch", "mixed")
 TRUST_MIXED = "mixed"
@@ -38,9 +41,11 @@ POOL_KEYS = {
     "teams": "teams (tenants_list names) that run on the pool",
     "workload": "training | inference | interactive | batch | mixed; default node_prereqs_pool.workload",
     "trust": "mixed | single; default node_prereqs_pool.trust",
-    "allocation": "explicit choice: exclusive | time-slicing | mig (null = recommendation)",
+    "allocation": "explicit choice: exclusive | time-slicing | mps | mig | fraction (null = recommendation)",
     "mig_profile": "explicit mig-parted config for every node of the pool",
     "time_slicing_replicas": "replicas per GPU when time-sliced (integer >= 2, default 4)",
+    "mps_replicas": "MPS clients per GPU when shared by MPS (integer 2..48, default 4)",
+    "placement": "binpack | spread (default: binpack for training/batch/mixed, spread for inference/interactive)",
 }
 TEAM_KEYS = {
     "trust": "trust level of the team (teams of different levels never share a time-sliced GPU)",
@@ -174,9 +179,24 @@ def normalize_pools(pools, inventory):
         mig_profile = spec.get("mig_profile")
         if mig_profile is not None and not isinstance(mig_profile, str):
             raise DesignError("%s.mig_profile must be a mig-parted config name, got %r" % (where, mig_profile))
+        if mig_profile and allocation == "mps":
+            raise DesignError(
+                "%s.allocation mps refused with mig_profile %r: the NVIDIA device plugin does not share MIG devices "
+                "by MPS (\"sharing using MPS is not supported for MIG devices\"); drop mig_profile (MPS shares whole "
+                "GPUs) or choose allocation mig" % (where, mig_profile))
+        if mig_profile and allocation == "fraction":
+            raise DesignError(
+                "%s.allocation fraction refused with mig_profile %r: KAI GPU fractions share whole GPUs "
+                "(nvidia.com/gpu); a MIG pool offers slices instead. Drop mig_profile or choose allocation mig"
+                % (where, mig_profile))
         if mig_profile and allocation not in (None, "mig"):
             raise DesignError("%s.mig_profile %r contradicts allocation %r: drop one of them"
                               % (where, mig_profile, allocation))
+        mps_replicas = _int(where + ".mps_replicas", spec.get("mps_replicas"), 2, default=4)
+        if mps_replicas > MPS_MAX_REPLICAS:
+            raise DesignError("%s.mps_replicas is %d: an MPS server takes at most %d clients per GPU (the MPS control "
+                              "daemon refuses more); choose 2..%d"
+                              % (where, mps_replicas, MPS_MAX_REPLICAS, MPS_MAX_REPLICAS))
         result[name] = {
             "name": name,
             "gpu_product": product,
@@ -196,6 +216,8 @@ def normalize_pools(pools, inventory):
             "mig_profile": mig_profile or None,
             "time_slicing_replicas": _int(where + ".time_slicing_replicas", spec.get("time_slicing_replicas"), 2,
                                           default=4),
+            "mps_replicas": mps_replicas,
+            "placement": _choice(where + ".placement", spec.get("placement"), PLACEMENTS),
         }
     return result
 

@@ -90,13 +90,14 @@ def architecture(design, title="GPU platform"):
     roles = design["roles"]
     out = [HEADER, "# Architecture: %s\n" % title]
     out.append("## Summary\n")
-    out.append("| pool | GPUs | allocation | teams | queue backend |")
-    out.append("|---|---|---|---|---|")
+    out.append("| pool | GPUs | allocation | a pod gets | placement | teams | queue backend |")
+    out.append("|---|---|---|---|---|---|---|")
     for name in sorted(pools):
         p = pools[name]
         alloc = p["allocation"] + (" (recommended: %s)" % p["recommended"] if p["differs"] else "")
-        out.append("| %s | %d x %s | %s | %s | %s |" % (
-            name, p["gpu"]["gpus"], p["gpu"]["product"], alloc, _list(p["teams"]), sched["backend"]))
+        out.append("| %s | %d x %s | %s | %s | %s | %s | %s |" % (
+            name, p["gpu"]["gpus"], p["gpu"]["product"], alloc, p["pods_get"], p["placement"], _list(p["teams"]),
+            sched["backend"]))
     out.append("")
     out.append("## Layers\n")
     out.append("1. **Nodes** (`roles/node_prereqs`): one inventory group per pool, labelled and tainted for "
@@ -115,7 +116,8 @@ def architecture(design, title="GPU platform"):
                    _code(roles["gpu_operator_mig_strategy"]) if roles["gpu_operator_mig_strategy"]
                    else "left at the chart default (no MIG pool)",
                    ("ConfigMap %s with %s" % (_code(ts["configmap"]), ", ".join(
-                       "%s (%d replicas)" % (k, v["replicas"]) for k, v in sorted(ts["configs"].items()))))
+                       "%s (%d replicas%s)" % (k, v["replicas"], ", MPS" if v.get("strategy") == "mps" else "")
+                       for k, v in sorted(ts["configs"].items()))))
                    if ts else "not used",
                    "; air-gapped: every image from %s (`gpu_operator_image_mirror`)" % _code(req["image_mirror"])
                    if req["air_gapped"] else ""))
@@ -123,13 +125,19 @@ def architecture(design, title="GPU platform"):
         out.append("   MIG (`roles/mig`): one mig-parted config per node, rolled out in batches that never "
                    "empty a pool.")
     out.append("3. **Scheduler and queues** (`roles/queues`): %s." % BACKEND_NAMES[sched["backend"]])
+    if roles.get("queues_kai_gpu_sharing"):
+        out.append("   - KAI GPU sharing on (`global.gpuSharing`): pools %s hand out GPU fractions." % _list(
+            sorted(n for n in pools if pools[n]["allocation"] == "fraction")))
     for reason in sched["reasons"]:
         out.append("   - %s" % reason)
     if sched["differs"]:
         out.append("   - the inventory chooses %s; the recommendation is %s." % (sched["backend"], sched["recommended"]))
     out.append("4. **Namespaces per team** (`roles/tenants`): namespace, ResourceQuota, LimitRange, Pod Security, "
-               "default-deny NetworkPolicies and RBAC per team: %s (see quota-queue-concept.md)."
-               % _list(sorted(design["teams"])))
+               "default-deny NetworkPolicies and RBAC per team: %s (see quota-queue-concept.md). Each namespace "
+               "says what its pods get (annotation %s): %s."
+               % (_list(sorted(design["teams"])), _code("gpu-platform.skaffon.io/gpu-allocation"),
+                  "; ".join("%s: %s" % (t, v) for t, v in sorted((roles.get("tenants_gpu_allocation") or {}).items()))
+                  or "-"))
     out.append("5. **Monitoring**: DCGM exporter metrics per GPU and MIG slice, scraped by Prometheus; pods carry "
                "the team, pool and queue labels of the job templates, so usage is reported per team and pool.")
     out.append("6. **Git / Argo CD**: the inventory is the single source; this document, the operator values and "
@@ -185,6 +193,12 @@ def _pool_section(name, p):
     if p["time_slicing"]:
         out.append("- Time-slicing: config %s, %d replicas per GPU (`failRequestsGreaterThanOne`: a pod asks "
                    "for one replica)" % (_code(p["time_slicing"]["config"]), p["time_slicing"]["replicas"]))
+    if p["mps"]:
+        out.append("- MPS: config %s, %d clients per GPU, each limited to 1/%d of its SMs and memory by the device "
+                   "plugin's MPS control daemon (`failRequestsGreaterThanOne`: a pod asks for one share)"
+                   % (_code(p["mps"]["config"]), p["mps"]["replicas"], p["mps"]["replicas"]))
+    out.append("- A pod gets: %s" % p["pods_get"])
+    out.append("- Scheduling: %s (%s)" % (p["placement"], p["placement_reason"]))
     out.append("- Placement: nodeSelector %s; tolerations %s" % (
         _code(_json(p["node_selector"])) if p["node_selector"] else "**none**",
         _code(_json(p["tolerations"])) if p["tolerations"] else "-"))
@@ -241,6 +255,8 @@ def concept(design, departments=None):
             offer = _counts(p["mig"]["offered"]) + whole
         elif p["time_slicing"]:
             offer = "%d GPU(s) x %d replicas" % (p["gpu"]["gpus"], p["time_slicing"]["replicas"])
+        elif p["mps"]:
+            offer = "%d GPU(s) x %d MPS shares" % (p["gpu"]["gpus"], p["mps"]["replicas"])
         asked = []
         for team in p["teams"]:
             q = teams[team]["quota"]
@@ -257,6 +273,9 @@ def _team_section(name, t, backend):
     q = t["queue"]
     out = ["## %s\n" % name]
     out.append("- Namespace %s, pools %s" % (_code(t["namespace"]), _list(t["pools"])))
+    if t.get("gpu_allocation"):
+        out.append("- Its pods get: %s (annotation %s on the namespace)"
+                   % (t["gpu_allocation"], _code("gpu-platform.skaffon.io/gpu-allocation")))
     out.append("- ResourceQuota: %s" % (", ".join("`%s: %s`" % (k, v) for k, v in sorted(t["quota"].items()))
                                         or "**no GPU quota**: the team can take every GPU of its pools"))
     if t["mig_slices"]:

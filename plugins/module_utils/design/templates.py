@@ -22,7 +22,7 @@ TEMPLATES = ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployme
 
 
 def _whole(pool):
-    if pool["allocation"] in ("exclusive", "time-slicing"):
+    if pool["allocation"] in ("exclusive", "time-slicing", "mps", "fraction"):
         return True
     return bool((pool["mig"] or {}).get("whole_gpus")) or (pool["mig"] or {}).get("covered") is None
 
@@ -56,7 +56,7 @@ def _placement(design, team, kind):
     pools = design["pools"]
     whole = [n for n in names if _whole(pools[n])] if _wants_whole(team) else []
     sliced = [n for n in names if _slice_for(team, pools[n])]
-    shared = [n for n in names if pools[n]["allocation"] == "time-slicing"]
+    shared = [n for n in names if pools[n]["allocation"] in ("time-slicing", "mps")]
     if kind == "inference":
         order = shared + sliced + whole
     else:

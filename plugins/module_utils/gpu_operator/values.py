@@ -322,6 +322,24 @@ def check_driver_crd(values):
             "or let the operator manage drivers (driver.enabled=true).")
 
 
+# ClusterPolicy spec.devicePlugin.mps.root: CRD default and values.yaml default
+# (api/nvidia/v1/clusterpolicy_types.go MPSConfig, +kubebuilder:default=/run/nvidia/mps).
+MPS_ROOT_DEFAULT = "/run/nvidia/mps"
+
+
+def _mps_root(root):
+    """devicePlugin.mps.root, the host directory of the MPS pipes and shm. The chart's
+    templates/clusterpolicy.yaml (v26.7.0 and gpu-operator main a22dbf6) does not copy
+    devicePlugin.mps into the ClusterPolicy, so the operator always uses the CRD default: another
+    root would be a value that changes nothing. Refused until the chart passes it on."""
+    if root != MPS_ROOT_DEFAULT:
+        raise OperatorValuesError(
+            "gpu_operator_mps_root is %r: the chart does not pass devicePlugin.mps.root to the ClusterPolicy "
+            "(templates/clusterpolicy.yaml), so the operator keeps the CRD default %s. Leave it at %s, or set "
+            "spec.devicePlugin.mps.root on the ClusterPolicy yourself" % (root, MPS_ROOT_DEFAULT, MPS_ROOT_DEFAULT))
+    return root
+
+
 def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                     image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
                     device_plugin_config=None, values_overlay=None, pool_taints=None, dcgm_hostengine=None,
@@ -370,6 +388,8 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
         values["devicePlugin"] = {"config": {
             "create": False, "name": name,
             "default": device_plugin_config.get("default") or ""}}
+        if device_plugin_config.get("mps_root") is not None:
+            values["devicePlugin"]["mps"] = {"root": _mps_root(device_plugin_config["mps_root"])}
 
     values = deep_merge(values, user_values)
     if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request", error=OperatorValuesError):

@@ -1,13 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Time-slicing configs for the NVIDIA device plugin: validate, render, place.
+"""Sharing configs for the NVIDIA device plugin (time-slicing or MPS): validate, render, place.
 
 Each named config becomes one key of a ConfigMap in the operator namespace,
 selected cluster-wide by ClusterPolicy devicePlugin.config.default or per node
-by the label nvidia.com/device-plugin.config. Replicas share a GPU without
-memory or fault isolation, so pools marked for tenants of different trust are
-refused unless explicitly overridden.
+by the label nvidia.com/device-plugin.config. A config shares GPUs by
+`sharing.timeSlicing` or by `sharing.mps` (the same ReplicatedResources format,
+k8s-device-plugin api/config/v1/sharing.go); one rendering and one trust rule
+for both. Replicas share a GPU without fault isolation (MPS: one MPS server per
+GPU for all clients; time-slicing: no memory isolation either), so pools marked
+for tenants of different trust are refused unless explicitly overridden.
+
+What the device plugin refuses for MPS, read in NVIDIA/k8s-device-plugin (1b826ac):
+  * MIG devices: internal/plugin/mps.go getMPSOptions "sharing using MPS is not supported
+    for MIG devices" (a MIG-enabled GPU under mig strategy single);
+  * the mixed MIG strategy: cmd/nvidia-device-plugin/main.go validateFlags "using
+    --mig-strategy=mixed is not supported with MPS" -- the GPU Operator sets MIG_STRATEGY
+    from ClusterPolicy mig.strategy on every device plugin (controllers/object_controls.go
+    applyMIGConfiguration), and the environment wins over the config file's flags;
+  * more replicas than an MPS server takes clients: cmd/mps-control-daemon/mps/device.go
+    maxClients, 48 (compute capability >= 7.5 in its isAtLeastVolta), else 16;
+  * replicas < 2: api/config/v1/replicas.go "number of replicas must be >= 2".
+failRequestsGreaterThanOne defaults to true for MPS (api/config/v1/config.go).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +41,9 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     LABEL_GPU_REPLICAS,
     LABEL_DEVICE_PLUGIN_CONFIG,
     LABEL_GPU_PRESENT,
+    LABEL_GPU_SHARING_STRATEGY,
+    LABEL_MIG_CONFIG,
+    MIG_CONFIG_ALL_DISABLED,
     MIG_STRATEGIES,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value, with_suggestions
@@ -38,7 +56,14 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 
 SHARING_ONLY_KEYS = ("renameByDefault", "failRequestsGreaterThanOne")
 STRUCTURED_KEYS = ("replicas", "resources", "rename_by_default", "fail_requests_greater_than_one",
-                   "mig_strategy")
+                   "mig_strategy", "strategy")
+TIME_SLICING = "time-slicing"
+MPS = "mps"
+STRATEGIES = (TIME_SLICING, MPS)
+# sharing.<key> of the device plugin config per strategy (api/config/v1/sharing.go)
+SHARING_KEY = {TIME_SLICING: "timeSlicing", MPS: "mps"}
+# cmd/mps-control-daemon/mps/device.go maxClients (Volta and newer; 16 before)
+MPS_MAX_CLIENTS = 48
 
 
 class TimeSlicingError(DomainError):
@@ -56,6 +81,10 @@ def _structured_to_config(name, spec):
         resources = [{"name": GPU_RESOURCE, "replicas": spec["replicas"]}]
     else:
         raise TimeSlicingError("time-slicing config %s needs replicas (or resources)" % name)
+    strategy = spec.get("strategy") or TIME_SLICING
+    if strategy not in STRATEGIES:
+        raise TimeSlicingError("time-slicing config %s: strategy must be %s, got %r"
+                               % (name, " or ".join(STRATEGIES), strategy))
     if spec.get("replicas") == 1 and "resources" not in spec:
         # Whole GPUs: a config without sharing (a safe default next to per-node sharing).
         config = {"version": "v1"}
@@ -67,7 +96,7 @@ def _structured_to_config(name, spec):
         sharing["renameByDefault"] = bool(spec["rename_by_default"])
     if "fail_requests_greater_than_one" in spec:
         sharing["failRequestsGreaterThanOne"] = bool(spec["fail_requests_greater_than_one"])
-    config = {"version": "v1", "sharing": {"timeSlicing": sharing}}
+    config = {"version": "v1", "sharing": {SHARING_KEY[strategy]: sharing}}
     if spec.get("mig_strategy") is not None:
         config["flags"] = {"migStrategy": spec["mig_strategy"]}
     return config
@@ -87,12 +116,21 @@ def _validate_config(name, config):
         raise TimeSlicingError("%s: flags.migStrategy must be one of %s" % (where, ", ".join(MIG_STRATEGIES)))
     if "sharing" not in config:
         return  # whole GPUs, no sharing
-    ts = (config.get("sharing") or {}).get("timeSlicing")
+    sharing = config.get("sharing") or {}
+    present = [k for k in ("timeSlicing", "mps") if k in sharing]
+    if len(present) > 1:
+        raise TimeSlicingError(
+            "%s: sharing sets both timeSlicing and mps; the device plugin uses mps and ignores timeSlicing "
+            "(api/config/v1/sharing.go SharingStrategy): keep one of them" % where)
+    if not present:
+        raise TimeSlicingError("%s: sharing.timeSlicing (or sharing.mps) is missing" % where)
+    key = present[0]
+    ts = sharing[key]
     if not isinstance(ts, dict):
-        raise TimeSlicingError("%s: sharing.timeSlicing is missing" % where)
+        raise TimeSlicingError("%s: sharing.%s must be a mapping with resources" % (where, key))
     resources = ts.get("resources")
     if not isinstance(resources, list) or not resources:
-        raise TimeSlicingError("%s: sharing.timeSlicing.resources must list {name, replicas}" % where)
+        raise TimeSlicingError("%s: sharing.%s.resources must list {name, replicas}" % (where, key))
     for i, res in enumerate(resources):
         if not isinstance(res, dict) or not str(res.get("name", "")).startswith("nvidia.com/"):
             raise TimeSlicingError("%s: resources[%d].name must be an nvidia.com/ resource such as %s"
@@ -101,20 +139,43 @@ def _validate_config(name, config):
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
             raise TimeSlicingError("%s: resources[%d].replicas must be an integer >= 2 (for whole GPUs use a "
                                    "config with replicas: 1 and no resources), got %r" % (where, i, replicas))
-    for key in SHARING_ONLY_KEYS:
-        if key in ts and not isinstance(ts[key], bool):
-            raise TimeSlicingError("%s: sharing.timeSlicing.%s must be true or false" % (where, key))
+        if key == "mps" and res["name"] != GPU_RESOURCE:
+            raise TimeSlicingError(
+                "%s: sharing.mps.resources[%d].name is %s: MPS shares whole GPUs only (%s); the device plugin "
+                "refuses MPS on MIG devices (\"sharing using MPS is not supported for MIG devices\"). Use "
+                "time-slicing for MIG slices" % (where, i, res["name"], GPU_RESOURCE))
+        if key == "mps" and replicas > MPS_MAX_CLIENTS:
+            raise TimeSlicingError(
+                "%s: sharing.mps.resources[%d].replicas is %d: an MPS server takes at most %d clients per GPU "
+                "(16 before Volta); the MPS control daemon refuses more (\"maximum allowed replicas exceeded\")"
+                % (where, i, replicas, MPS_MAX_CLIENTS))
+    for flag in SHARING_ONLY_KEYS:
+        if flag in ts and not isinstance(ts[flag], bool):
+            raise TimeSlicingError("%s: sharing.%s.%s must be true or false" % (where, key, flag))
+    if key == "mps" and flags.get("migStrategy") == "mixed":
+        raise TimeSlicingError(
+            "%s: flags.migStrategy mixed with sharing.mps: the device plugin refuses it (\"using "
+            "--mig-strategy=mixed is not supported with MPS\"); drop flags.migStrategy" % where)
+
+
+def strategy_of(config):
+    """time-slicing, mps or None (whole GPUs) for a validated config."""
+    sharing = config.get("sharing") or {}
+    if "mps" in sharing:
+        return MPS
+    return TIME_SLICING if "timeSlicing" in sharing else None
 
 
 def expected_replicas(config):
     """(advertised resource, replicas) for whole GPUs, or None when nothing or only MIG devices are shared."""
-    if "sharing" not in config:
+    strategy = strategy_of(config)
+    if strategy is None:
         return None
-    ts = config["sharing"]["timeSlicing"]
+    ts = config["sharing"][SHARING_KEY[strategy]]
     for res in ts["resources"]:
         if res["name"] == GPU_RESOURCE:
             advertised = GPU_SHARED_RESOURCE if ts.get("renameByDefault") else GPU_RESOURCE
-            return {"resource": advertised, "replicas": res["replicas"]}
+            return {"resource": advertised, "replicas": res["replicas"], "strategy": strategy}
     return None
 
 
@@ -168,6 +229,8 @@ def render(spec):
         "nodes": dict(nodes),
         "node_labels": dict((n, {LABEL_DEVICE_PLUGIN_CONFIG: k}) for n, k in nodes.items()),
         "expected": dict((k, expected_replicas(c)) for k, c in parsed.items()),
+        # configs that share by MPS: the chart values then carry devicePlugin.mps.root
+        "mps_configs": sorted(k for k, c in parsed.items() if strategy_of(c) == MPS),
         "checksum": checksum,
     }
 
@@ -211,23 +274,61 @@ def check_nodes_exist(rendered, cluster_nodes):
             % (with_suggestions(unknown, known), ", ".join(known)))
 
 
-def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_trust=False, gpu_nodes=()):
-    """Refuse unknown nodes, and time-slicing where tenants of different trust share GPUs."""
+def _mode_name(rendered, key):
+    want = rendered["expected"].get(key) or {}
+    return "MPS" if want.get("strategy") == MPS else "time-slicing"
+
+
+def check_mps(rendered, placed, cluster_nodes, mig_strategy=None):
+    """Refuse MPS where the device plugin refuses it: a node whose GPUs run MIG (label
+    nvidia.com/mig.config other than all-disabled), or any MPS node while the operator passes the
+    mixed MIG strategy to every device plugin (MIG_STRATEGY wins over the config's flags)."""
+    mps_nodes = sorted(n for n, k in placed.items() if (rendered["expected"].get(k) or {}).get("strategy") == MPS)
+    if not mps_nodes:
+        return
+    if mig_strategy == "mixed":
+        raise TimeSlicingError(
+            "MPS refused on %s: gpu_operator_mig_strategy is mixed, and the GPU Operator passes it to every device "
+            "plugin as MIG_STRATEGY, which the plugin refuses with MPS (\"using --mig-strategy=mixed is not "
+            "supported with MPS\"). Use time-slicing for these nodes, or the single (or none) MIG strategy"
+            % ", ".join(mps_nodes))
+    labels = dict(((n.get("metadata") or {}).get("name"), (n.get("metadata") or {}).get("labels") or {})
+                  for n in cluster_nodes)
+    mig_nodes = ["%s (%s=%s, config %s)" % (n, LABEL_MIG_CONFIG, labels[n][LABEL_MIG_CONFIG], placed[n])
+                 for n in mps_nodes
+                 if labels.get(n, {}).get(LABEL_MIG_CONFIG) not in (None, "", MIG_CONFIG_ALL_DISABLED)]
+    if mig_nodes:
+        raise TimeSlicingError(
+            "MPS refused on %s: the device plugin does not share MIG devices by MPS (\"sharing using MPS is not "
+            "supported for MIG devices\"). Select a time-slicing config or whole GPUs for these nodes, or set "
+            "their MIG layout to %s (mig_profile) first" % (", ".join(mig_nodes), MIG_CONFIG_ALL_DISABLED))
+
+
+def check_trust(rendered, cluster_nodes, trust_label, mixed_values, allow_mixed_trust=False, gpu_nodes=(),
+                mig_strategy=None):
+    """Refuse unknown nodes, MPS where the device plugin refuses it, and sharing (time-slicing or
+    MPS) where tenants of different trust share GPUs."""
     check_nodes_exist(rendered, cluster_nodes)
     placed = placement(rendered, cluster_nodes, gpu_nodes)
+    check_mps(rendered, placed, cluster_nodes, mig_strategy)
     offenders = []
     for node in cluster_nodes:
         meta = node.get("metadata") or {}
         value = (meta.get("labels") or {}).get(trust_label)
         if rendered["expected"].get(placed.get(meta.get("name"))) and value in mixed_values:
-            offenders.append("%s (%s=%s, config %s)" % (meta["name"], trust_label, value, placed[meta["name"]]))
+            mode = _mode_name(rendered, placed[meta["name"]])
+            offenders.append("%s (%s=%s, config %s%s)" % (meta["name"], trust_label, value, placed[meta["name"]],
+                                                          ", MPS" if mode == "MPS" else ""))
     if offenders and not allow_mixed_trust:
+        modes = sorted(set("MPS" if o.endswith(", MPS)") else "time-slicing" for o in offenders))
         raise TimeSlicingError(
-            "time-slicing refused on %s: replicas of a time-sliced GPU share memory and faults, so tenants "
+            "%s refused on %s: replicas of a shared GPU share memory and faults (time-slicing: no memory "
+            "isolation; MPS: a fatal GPU exception of one client reaches every client of that GPU, MPS docs "
+            "\"Error Containment\"), so tenants "
             "of different trust must not share it. Use MIG or whole GPUs for that pool (no default, or a default "
             "config with replicas: 1), move the config to a single-trust pool, or set gpu_operator_time_slicing_allow_mixed_trust=true "
             "to accept the risk."
-            % ", ".join(sorted(offenders)))
+            % (" and ".join(reversed(modes)), ", ".join(sorted(offenders))))
     return {"placement": placed, "mixed_trust_nodes": sorted(offenders),
             "stale_label_nodes": stale_labels(rendered, cluster_nodes)}
 
@@ -250,8 +351,13 @@ def pending(rendered, cluster_nodes, gpu_nodes=()):
         count = int(labels.get(LABEL_GPU_COUNT, 0) or 0)
         capacity = int(((node.get("status") or {}).get("capacity") or {}).get(want["resource"], 0) or 0)
         replicas = labels.get(LABEL_GPU_REPLICAS)
-        if replicas != str(want["replicas"]) or (count and capacity != count * want["replicas"]):
-            lines.append("%s (config %s: want %s replicas of %s; has %s=%s, capacity %s for %s GPUs)" % (
-                meta["name"], key, want["replicas"], want["resource"], LABEL_GPU_REPLICAS, replicas,
+        # GFD labels nvidia.com/gpu.sharing-strategy=mps for an MPS config (internal/lm/resource.go)
+        strategy = labels.get(LABEL_GPU_SHARING_STRATEGY)
+        wrong_strategy = want.get("strategy") == MPS and strategy != MPS
+        if replicas != str(want["replicas"]) or (count and capacity != count * want["replicas"]) or wrong_strategy:
+            lines.append("%s (config %s: want %s replicas of %s%s; has %s=%s%s, capacity %s for %s GPUs)" % (
+                meta["name"], key, want["replicas"], want["resource"],
+                " shared by MPS" if want.get("strategy") == MPS else "", LABEL_GPU_REPLICAS, replicas,
+                ", %s=%s" % (LABEL_GPU_SHARING_STRATEGY, strategy) if want.get("strategy") == MPS else "",
                 capacity, count))
     return lines

@@ -227,6 +227,7 @@ class TenantsApply(object):
             allowed_registries=params.get("allowed_registries"),
             gpu_access_policy=params.get("gpu_access_policy"),
             allocation_api=params.get("allocation_api"),
+            gpu_allocation=params.get("gpu_allocation"),
         )
 
     @property

@@ -38,6 +38,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validati
 MANAGED_BY = upstream.MANAGED_BY   # the value of upstream.LABEL_MANAGED_BY on every team object
 TEAM_LABEL = "gpu-platform.skaffon.io/team"
 DESCRIPTION_ANNOTATION = "gpu-platform.skaffon.io/description"
+# What the team's pods get from the GPUs (platform_design's tenants_gpu_allocation, docs/design.md)
+GPU_ALLOCATION_ANNOTATION = "gpu-platform.skaffon.io/gpu-allocation"
 # Label and annotation keys we set, so that keys dropped from the inventory are removed
 # again without touching keys other tools set (like kubectl's last-applied annotation).
 OWNED_KEYS_ANNOTATION = "gpu-platform.skaffon.io/owned-metadata"
@@ -92,6 +94,7 @@ def default_settings(**overrides):
         "allowed_registries": [],
         "gpu_access_policy": True,
         "allocation_api": tenants_claims.DEVICE_PLUGIN,
+        "gpu_allocation": {},
     }
     settings.update(dict((k, v) for k, v in overrides.items() if v is not None))
     return settings
@@ -406,7 +409,7 @@ def _check_team(problems, team, entry, settings, cluster):
     for key in sorted(annotations, key=str):
         if not isinstance(annotations[key], str):
             problems.add(team, "annotations.%s" % key, annotations[key], "annotation values are strings: quote it")
-        if key in (OWNED_KEYS_ANNOTATION, DESCRIPTION_ANNOTATION):
+        if key in (OWNED_KEYS_ANNOTATION, DESCRIPTION_ANNOTATION, GPU_ALLOCATION_ANNOTATION):
             problems.add(team, "annotations.%s" % key, annotations[key], "set by the role itself")
     tenants_registry.check(problems, team, entry)
     tenants_claims.check(problems, team, entry, settings, cluster)
@@ -574,6 +577,8 @@ def render_team(entry, settings):
     annotations = dict(entry.get("annotations") or {})
     if entry.get("description"):
         annotations[DESCRIPTION_ANNOTATION] = entry["description"]
+    if (settings.get("gpu_allocation") or {}).get(team):
+        annotations[GPU_ALLOCATION_ANNOTATION] = str(settings["gpu_allocation"][team])
     objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(team, None, team, ns_labels, annotations)}]
     if entry.get("quota"):
         objects.append({"apiVersion": "v1", "kind": "ResourceQuota",

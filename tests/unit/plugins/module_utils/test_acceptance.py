@@ -245,3 +245,43 @@ def test_missing_preconditions_skip_with_the_reason():
     # the teams have a queue: block but the cluster has none: a failure, with the fix
     fail = acceptance.run(ctx(cluster(), teams=["team-a", "team-b"], queue_backend="kueue"), ["queues-fair"])[0]
     assert fail.status == "FAIL" and "run playbooks/queues.yml" in fail.summary
+
+
+def test_sharing_verified_covers_mps_replicas_times_gpus_and_the_strategy_label():
+    """An MPS node passes with nvidia.com/gpu.sharing-strategy=mps and GPUs x replicas advertised; a node still
+    time-sliced, or waiting for the MPS control daemon (whole GPUs only), fails with the evidence."""
+    mps_labels = {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps",
+                  "nvidia.com/gpu.count": "4"}
+    spec = [{"name": "gpu-l40s-1", "mode": "mps", "replicas": 4, "resource": "nvidia.com/gpu"}]
+    ok = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **mps_labels)), gpu_nodes=spec),
+                        ["sharing-verified"])[0]
+    assert ok.status == "PASS" and ok.summary == "MPS as configured on 1 node(s)"
+    assert "gpu-l40s-1: MPS, replicas label 4 (expected 4), strategy mps, nvidia.com/gpu allocatable 16" in ok.evidence[0]
+    waiting = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **mps_labels)), gpu_nodes=spec),
+                             ["sharing-verified"])[0]
+    assert waiting.status == "FAIL" and "expected 16 = 4 GPUs x 4" in waiting.evidence[0]
+    ts_labels = dict(mps_labels)
+    ts_labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    wrong = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **ts_labels)), gpu_nodes=spec),
+                           ["sharing-verified"])[0]
+    assert wrong.status == "FAIL"
+
+
+def test_checks_input_reads_the_mode_from_the_one_sharing_config():
+    ts = {"configs": {"mps-4": {"replicas": 4, "strategy": "mps"}, "shared-2": {"replicas": 2}},
+          "nodes": {"gpu-l40s-1": "mps-4", "gpu-l4-1": "shared-2"}}
+    out = checks_input({}, ["gpu-l40s-1", "gpu-l4-1"], ts)
+    assert out["gpu_nodes"] == [
+        {"name": "gpu-l40s-1", "mode": "mps", "replicas": 4, "resource": "nvidia.com/gpu"},
+        {"name": "gpu-l4-1", "mode": "time-slicing", "replicas": 2}]
+
+
+def test_gpus_visible_counts_mps_shares_as_gpus_times_replicas():
+    labels = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"}
+    spec = [{"name": "gpu-l40s-1", "mode": "mps", "replicas": 4}]
+    ok = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **labels)), gpu_nodes=spec),
+                        ["gpus-visible"])[0]
+    assert ok.status == "PASS", ok
+    short = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **labels)), gpu_nodes=spec),
+                           ["gpus-visible"])[0]
+    assert short.status == "FAIL" and "expected 16 (4 GPUs x 4)" in " ".join(short.evidence)

@@ -38,12 +38,13 @@ def test_documents_are_deterministic_whatever_the_input_order():
 
 def test_architecture_names_the_decision_and_the_layout():
     text = FILTERS["platform_design_report"](_design())["architecture.md"]
-    assert "| pool_h100 | 16 x NVIDIA-H100-80GB-HBM3 | mig | team-a, team-b | kai |" in text
+    assert "| pool_h100 | 16 x NVIDIA-H100-80GB-HBM3 | mig | MIG slice " in text
     # 14 x 1g.10gb and 2 x 3g.40gb, 8 whole GPUs for team-a: three kinds on two nodes do not fit
     assert "mig_layout_short" in text
     assert "1 more node(s) like these would cover it" in text
     assert "Time-slicing: config `shared-4`, 4 replicas per GPU" in text
-    assert "| pool_l40s | 4 x NVIDIA-L40S | time-slicing | team-c | kai |" in text
+    assert "| pool_l40s | 4 x NVIDIA-L40S | time-slicing | time-slice (1/4, no isolation) | spread | team-c | kai |" in text
+    assert "team-c: time-slice (1/4, no isolation)" in text        # what the namespace says
 
 
 def test_concept_describes_kai_queues_and_quota_changes():

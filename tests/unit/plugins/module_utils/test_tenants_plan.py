@@ -269,3 +269,14 @@ def test_unmanaged_namespace_refused_and_orphans_kept_without_prune():
     result = apply(kube, [], prune=True)
     assert writes_of(kube) == [("DELETE", "Namespace", "team-old")]
     assert ("Namespace", None, "legacy") in kube.objects
+
+
+def test_namespace_says_what_the_pods_get_from_the_design():
+    """platform_design's tenants_gpu_allocation becomes an owned annotation of the team's namespace."""
+    settings = tenants.default_settings(gpu_allocation={ISSUE_TEAM["name"]: "MPS share (1/4 of a GPU's memory and compute)"})
+    ns = by_name(tenants.render_team(ISSUE_TEAM, settings))["Namespace/" + ISSUE_TEAM["name"]]
+    ann = ns["metadata"]["annotations"]
+    assert ann[tenants.GPU_ALLOCATION_ANNOTATION] == "MPS share (1/4 of a GPU's memory and compute)"
+    assert tenants.GPU_ALLOCATION_ANNOTATION in json.loads(ann[tenants.OWNED_KEYS_ANNOTATION])["annotations"]
+    plain = by_name(tenants.render_team(ISSUE_TEAM, SETTINGS))["Namespace/" + ISSUE_TEAM["name"]]
+    assert tenants.GPU_ALLOCATION_ANNOTATION not in plain["metadata"]["annotations"]

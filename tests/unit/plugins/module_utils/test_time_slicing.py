@@ -22,7 +22,7 @@ def test_structured_config_renders_device_plugin_yaml():
     config = yaml.safe_load(out["data"]["any"])
     assert config == {"version": "v1", "sharing": {"timeSlicing": {
         "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "renameByDefault": True}}}
-    assert out["expected"]["any"] == {"resource": "nvidia.com/gpu.shared", "replicas": 4}
+    assert out["expected"]["any"] == {"resource": "nvidia.com/gpu.shared", "replicas": 4, "strategy": "time-slicing"}
     assert out["configmap"] == "time-slicing-config"
 
 
