@@ -10,6 +10,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import QueueProbe
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.runner import CHECKS, FAIL, PASS, SKIP, Result, check
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import evaluate
@@ -100,6 +101,13 @@ def gpu_request(node_spec):
     return upstream.GPU_RESOURCE
 
 
+def _tools():
+    """The helpers the DRA-mode checks (dra.py) use, so that module imports nothing from this one."""
+    from collections import namedtuple
+    tools = namedtuple("Tools", "test_pod wait_for pod_log ensure_test_namespace pod_failure condition")
+    return tools(test_pod, wait_for, pod_log, ensure_test_namespace, _pod_failure, _condition)
+
+
 # --- checks ------------------------------------------------------------------------------
 
 @check("operator-healthy")
@@ -129,6 +137,8 @@ def operator_healthy(ctx):
 
 @check("gpus-visible")
 def gpus_visible(ctx):
+    if dra.is_dra(ctx):
+        return dra.gpus_visible(ctx, _tools())
     evidence, missing = [], []
     for spec in ctx.params["gpu_nodes"]:
         node = ctx.kube.get("v1", "Node", spec["name"])
@@ -184,6 +194,8 @@ def _pod_failure(pod):
 
 @check("cuda-test")
 def cuda_test(ctx):
+    if dra.is_dra(ctx):
+        return dra.cuda_test(ctx, _tools())
     nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") not in ("time-slicing", "mps")] or ctx.params["gpu_nodes"]
     if not nodes:
         return Result("cuda-test", SKIP, "no GPU node to run the CUDA test on: the group acceptance_gpu_hosts names "
@@ -218,6 +230,8 @@ def cuda_test(ctx):
 
 @check("wrong-node-excluded")
 def wrong_node_excluded(ctx):
+    if dra.is_dra(ctx):
+        return dra.wrong_node_excluded(ctx, _tools())
     ns = ensure_test_namespace(ctx)
     # a GPU product no node has: the scheduler must refuse every node, GPU and CPU alike
     pod = test_pod(ctx, "acceptance-wrong-node", {upstream.GPU_RESOURCE: 1},
@@ -241,6 +255,8 @@ def wrong_node_excluded(ctx):
 
 @check("quota-enforced")
 def quota_enforced(ctx):
+    if dra.is_dra(ctx):
+        return dra.quota_enforced(ctx, _tools())
     team = ctx.params.get("quota_team")
     if not team:
         return Result("quota-enforced", SKIP, "no team in tenants_list has a quota on requests.nvidia.com/gpu")
