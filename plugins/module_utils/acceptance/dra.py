@@ -73,14 +73,15 @@ def gpus_visible(ctx, tools):
             evidence.append("%s: no such Kubernetes node" % spec["name"])
             continue
         gpus, migs, products, profiles = _summary(published.get(spec["name"], []))
+        # a GPU in MIG mode is published as its MIG devices (the layout is set on the host in this mode)
+        physical = len(gpus) + len(set(_string(d, upstream.DRA_ATTR_PARENT_UUID) for d in migs))
         problems = []
-        if spec.get("mode") == "mig":
-            if not migs:
-                problems.append("its slices publish no MIG device")
-        elif not gpus:
+        if spec.get("mode") == "mig" and not migs:
+            problems.append("its slices publish no MIG device")
+        elif not gpus and not migs:
             problems.append("its slices publish no GPU")
-        if spec.get("gpu_count") and spec.get("mode") != "mig" and len(gpus) != int(spec["gpu_count"]):
-            problems.append("publishes %d GPUs, the host reported %d" % (len(gpus), int(spec["gpu_count"])))
+        if spec.get("gpu_count") and physical != int(spec["gpu_count"]):
+            problems.append("publishes %d physical GPUs, the host reported %d" % (physical, int(spec["gpu_count"])))
         plugin = ((node.get("status") or {}).get("allocatable") or {}).get(upstream.GPU_RESOURCE)
         if plugin not in (None, "0", 0):
             problems.append("also offers %s=%s: a device plugin hands out the same GPUs beside the DRA driver"

@@ -10,10 +10,11 @@ from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKub
 GPU_KEY = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
 
 
-def device(name, kind, profile=None):
+def device(name, kind, profile=None, parent="GPU-0"):
     attrs = {"type": {"string": kind}, "productName": {"string": "NVIDIA H100 80GB HBM3"}}
     if profile:
         attrs["profile"] = {"string": profile}
+        attrs["parentUUID"] = {"string": parent}
     return {"name": name, "attributes": attrs}
 
 
@@ -75,6 +76,12 @@ def test_gpus_visible_reads_the_slices_per_node():
     assert bad.status == acceptance.FAIL
     assert any("also offers nvidia.com/gpu=2: a device plugin hands out the same GPUs" in e for e in bad.evidence)
     assert any(e.startswith("l40s-a: 0 GPU(s)") and "its slices publish no GPU" in e for e in bad.evidence)
+    # MIG set on the host: the node counts as its MIG devices' parents; the host's GPU count is compared
+    counted = acceptance.run(ctx(FakeKube(CLUSTER), gpu_nodes=[{"name": "h100-mig", "gpu_count": 1},
+                                                               {"name": "h100-a", "gpu_count": 4}]),
+                             ["gpus-visible"])[0]
+    assert counted.status == acceptance.FAIL and counted.summary.endswith(": h100-a")
+    assert any("publishes 2 physical GPUs, the host reported 4" in e for e in counted.evidence)
 
 
 def test_cuda_test_runs_with_a_claim_from_a_template():
