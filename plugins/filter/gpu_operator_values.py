@@ -23,7 +23,7 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
                         image_mirror=None, image_mirror_layout="path",
                         image_pull_secrets=None, device_plugin_config=None,
                         values_overlay=None, pool_taints=None, check_only=False, dcgm_hostengine=None,
-                        gpu_access_by_request=None):
+                        gpu_access_by_request=None, allocation_api=None):
     """The chart values; with check_only, the list of input errors instead (empty when fine),
     so the role can show them from a task that does not print the values."""
     def values():
@@ -34,7 +34,7 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
             image_pull_secrets=image_pull_secrets,
             device_plugin_config=device_plugin_config,
             values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
-            gpu_access_by_request=gpu_access_by_request)
+            gpu_access_by_request=gpu_access_by_request, allocation_api=allocation_api)
     return problems(values) if check_only else domain_filter()(values)()
 
 

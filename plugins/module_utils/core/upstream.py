@@ -222,6 +222,12 @@ GPUCLUSTER_CRD = "gpuclusters.nvidia.com"
 GC_STATE_READY = "ready"
 GC_STATE_NOT_READY = "notReady"
 GC_STATE_DISABLED = "disabled"
+# Condition reasons of controllers/gpucluster_controller.go (Ready=True only with REASON_RECONCILED).
+REASON_PREREQUISITE_NOT_MET = "PrerequisiteNotMet"    # a ClusterPolicy exists: the two may not co-exist
+REASON_RECONCILE_FAILED = "ReconcileFailed"
+REASON_OPERAND_NOT_READY = "OperandNotReady"
+# The operator labels its namespace so its claim templates may use adminAccess (never removed).
+LABEL_DRA_ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 # Chart values keys: exactly one of the two CRs may be deployed (validations.yaml fails otherwise).
 CHART_CLUSTER_POLICY_KEY = "clusterPolicy"            # clusterPolicy.deployCR
 CHART_GPU_CLUSTER_KEY = "gpuCluster"                  # gpuCluster.deployCR

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import mig as design_mig
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
@@ -541,6 +542,8 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
     if scheduler["differs"]:
         _warn(warnings, "explicit_differs", "queue backend: the inventory chooses %s, the recommendation is %s"
               % (scheduler["backend"], scheduler["recommended"]))
+    # first: with DRA the device plugin's own refusals (MPS next to the mixed strategy) do not apply
+    allocation = dra.decide(decided, pools, dra.normalize(req["allocation"]), warnings, _warn)
     _check_cluster_wide(decided, scheduler)
     decided_teams = decide_teams(pools, decided, tenants, teams, scheduler["backend"], warnings)
     _mixed_priority_warnings(pools, decided_teams, teams, scheduler["backend"], warnings)
@@ -551,7 +554,8 @@ def decide(pools, tenants=None, requirements=None, inventory=None, mig_parted_co
         "scheduler": scheduler,
         "queue_backend": scheduler["backend"],
         "teams": decided_teams,
-        "roles": role_values(decided, scheduler, decided_teams),
-        "requirements": dict((k, v) for k, v in req.items() if k != "teams"),
+        "allocation_api": allocation,
+        "roles": dra.role_values(role_values(decided, scheduler, decided_teams), allocation),
+        "requirements": dict((k, v) for k, v in req.items() if k not in ("teams", "allocation")),
         "warnings": warnings,
     }

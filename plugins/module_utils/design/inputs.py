@@ -69,6 +69,9 @@ REQUIREMENT_KEYS = {
     "teams": "per team design needs (see team keys)",
     "cuda_image": "image of the job templates (default the CUDA vectorAdd sample)",
     "inference_image": "image of the inference Deployment template",
+    "allocation_api": "device-plugin (default) | dra: how pods get GPUs, one per cluster (docs/design.md)",
+    "kubernetes_version": "the cluster's Kubernetes version, e.g. \"1.34\" (required with allocation_api: dra)",
+    "dra_experimental": "true: accept that the chart marks the DRA stack experimental (required with dra)",
 }
 
 _PROFILE_RE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
@@ -311,6 +314,8 @@ def normalize_requirements(requirements, tenants, pools):
         "security": req.get("security") or None,
         "cuda_image": req.get("cuda_image") or "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
         "inference_image": req.get("inference_image") or "nvcr.io/nvidia/tritonserver:25.01-py3",
+        # checked by design/dra.py, which knows what the allocation API needs
+        "allocation": dict((k, req.get(k)) for k in ("allocation_api", "kubernetes_version", "dra_experimental")),
         "teams": teams,
     }
 

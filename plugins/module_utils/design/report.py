@@ -121,7 +121,15 @@ def architecture(design, title="GPU platform"):
                    if ts else "not used",
                    "; air-gapped: every image from %s (`gpu_operator_image_mirror`)" % _code(req["image_mirror"])
                    if req["air_gapped"] else ""))
-    if any(p["mig"] for p in pools.values()):
+    alloc_api = design.get("allocation_api") or {}
+    if alloc_api.get("api") == "dra":
+        out.append("   Allocation API: **Dynamic Resource Allocation, experimental** - the GPUCluster stack "
+                   "(`gpuCluster.deployCR: true`, `clusterPolicy.deployCR: false`) with NVIDIA's DRA driver; "
+                   "Kubernetes %s. Why:" % _code(alloc_api.get("kubernetes_version")))
+        for reason in alloc_api["reasons"]:
+            out.append("   - %s" % reason)
+        out.append("   - trade-offs: %s" % alloc_api["trade_offs"])
+    elif any(p["mig"] for p in pools.values()):
         out.append("   MIG (`roles/mig`): one mig-parted config per node, rolled out in batches that never "
                    "empty a pool.")
     out.append("3. **Scheduler and queues** (`roles/queues`): %s." % BACKEND_NAMES[sched["backend"]])

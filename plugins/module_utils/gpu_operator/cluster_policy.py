@@ -1,7 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Readiness of the GPU Operator ClusterPolicy: evaluation, watch, diagnostics.
+"""Readiness of the GPU Operator's custom resource: evaluation, watch, diagnostics.
+
+The ClusterPolicy (device plugin stack) and the GPUCluster (DRA stack, gpu_cluster.py) report
+alike: status.state plus the conditions Ready and Error set by the same conditions package, so
+one evaluation and one wait serve both (Stack names the resource); what "a node is served"
+means differs and is a method of the waiter.
 
 `state: ready` alone is not enough: with reason NoGPUNodes or NFDLabelsMissing
 the operator is "ready" while serving no GPU, so the Ready condition's reason
@@ -24,6 +29,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     CLUSTER_POLICY_CRD,
     CLUSTER_POLICY_KIND,
     COND_ERROR,
+    GPUCLUSTER_KIND,
     COND_POD_READY,
     COND_READY,
     CP_STATE_READY,
@@ -42,6 +48,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     REASON_DRIVER_NOT_READY,
     REASON_NFD_LABELS_MISSING,
     REASON_NO_GPU_NODES,
+    REASON_PREREQUISITE_NOT_MET,
     REASON_RECONCILED,
     TAINT_EFFECTS_REPELLING,
     WAITING_CRASH_LOOP,
@@ -67,6 +74,9 @@ HINTS = {
         "reason DriverNotReady: the driver DaemonSet is not ready; on nodes with a host driver set "
         "driver.enabled=false (all nodes) or label them %sdriver=false (mixed fleet)" % LABEL_DEPLOY_PREFIX),
 }
+HINTS[REASON_PREREQUISITE_NOT_MET] = (
+    "reason PrerequisiteNotMet: a ClusterPolicy exists, and the operator runs no GPUCluster next to it; "
+    "uninstall the release (its hooks remove both custom resources) and install with one stack")
 VALIDATOR_HINT = (
     "%s runs its init containers in order (driver, toolkit, cuda, plugin): "
     "the crashing one names the layer that is broken ({containers}); read its log with "
@@ -89,6 +99,21 @@ TAINT_HINT = (
     "plugin there; add a toleration for it to the chart value daemonsets.tolerations")
 
 
+class Stack(object):
+    """The custom resource that carries one stack's readiness."""
+
+    def __init__(self, api_version, kind, crd, ready_state, switch):
+        self.api_version = api_version
+        self.kind = kind
+        self.crd = crd
+        self.ready_state = ready_state
+        self.switch = switch          # the chart value that turns the resource off
+
+
+CLUSTER_POLICY = Stack(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND, CLUSTER_POLICY_CRD, CP_STATE_READY,
+                       "clusterPolicy.deployCR=false")
+
+
 def find_condition(obj, cond_type):
     for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == cond_type:
@@ -96,11 +121,11 @@ def find_condition(obj, cond_type):
     return None
 
 
-def evaluate(obj, accept_reasons=(REASON_RECONCILED,), name=None):
-    """(done, summary) for one ClusterPolicy dict (None when it does not exist)."""
+def evaluate(obj, accept_reasons=(REASON_RECONCILED,), name=None, stack=CLUSTER_POLICY):
+    """(done, summary) for one ClusterPolicy (or stack.kind) dict (None when it does not exist)."""
     if obj is None:
         return False, {"exists": False, "state": None, "reason": None,
-                       "message": "%s %s does not exist yet" % (CLUSTER_POLICY_KIND, name or "")}
+                       "message": "%s %s does not exist yet" % (stack.kind, name or "")}
     status = obj.get("status") or {}
     state = status.get("state")
     ready = find_condition(obj, COND_READY) or {}
@@ -122,7 +147,7 @@ def evaluate(obj, accept_reasons=(REASON_RECONCILED,), name=None):
     if observed is not None and generation is not None and observed < generation:
         summary["message"] = "Ready condition is stale (observedGeneration %s < generation %s)" % (observed, generation)
         return False, summary
-    done = (state == CP_STATE_READY and ready.get("status") == "True"
+    done = (state == stack.ready_state and ready.get("status") == "True"
             and ready.get("reason") in accept_reasons)
     return done, summary
 
@@ -215,12 +240,12 @@ def taint_text(taint):
 
 
 def operand_daemonsets(daemonsets):
-    """The DaemonSets the operator owns (ownerReference ClusterPolicy, or a gpu.deploy selector)."""
+    """The DaemonSets the operator owns (ownerReference ClusterPolicy or GPUCluster, or a gpu.deploy selector)."""
     found = []
     for ds in daemonsets:
         owners = [r.get("kind") for r in (ds.get("metadata") or {}).get("ownerReferences") or []]
         selector = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
-        if CLUSTER_POLICY_KIND in owners or any(k.startswith(LABEL_DEPLOY_PREFIX) for k in selector):
+        if CLUSTER_POLICY_KIND in owners or GPUCLUSTER_KIND in owners or any(k.startswith(LABEL_DEPLOY_PREFIX) for k in selector):
             found.append(ds)
     return found
 
@@ -263,17 +288,17 @@ def why_no_gpus(name, node, daemonsets, pods, logs=None):
 
 
 def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True, operator_pending=None,
-             name=None, operator_namespace=None, logs=None, nodes=None):
+             name=None, operator_namespace=None, logs=None, nodes=None, stack=CLUSTER_POLICY, node_problem="offers no GPU"):
     """Lines an operator can act on, plus structured data, from plain dicts.
 
     name / operator_namespace: the module's parameters (never assumed); logs: {pod: last log line};
     nodes: {node: [reasons it offers no GPU]} for expected nodes that do not."""
     lines = []
     logs = logs or {}
-    policy = ("%s %s" % (CLUSTER_POLICY_KIND, name)) if name else CLUSTER_POLICY_KIND
+    policy = ("%s %s" % (stack.kind, name)) if name else stack.kind
     ns = summary.get("namespace") or (namespace_obj or {}).get("metadata", {}).get("name") or operator_namespace
     if not summary.get("exists"):
-        lines.append("%s was never created (chart not installed, or clusterPolicy.deployCR=false)" % policy)
+        lines.append("%s was never created (chart not installed, or %s)" % (policy, stack.switch))
     else:
         lines.append("%s state=%s reason=%s: %s" % (
             policy, summary.get("state"), summary.get("reason"),
@@ -281,11 +306,11 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
     if not operator_found:
         lines.append("no operator Deployment labelled %s found%s: nothing reconciles the %s"
                      % (OPERATOR_SELECTOR, (" in namespace %s" % operator_namespace) if operator_namespace else "",
-                        CLUSTER_POLICY_KIND))
+                        stack.kind))
     elif operator_pending:
         lines.append("operator Deployment %s not rolled out (%s): the %s status still comes from "
                      "the previous operator and cannot be trusted"
-                     % (operator_pending[0], operator_pending[1], CLUSTER_POLICY_KIND))
+                     % (operator_pending[0], operator_pending[1], stack.kind))
     ds_info = []
     for ds in daemonsets:
         st = ds.get("status") or {}
@@ -322,7 +347,7 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
         if info["name"].startswith(OPERATOR_VALIDATOR_PREFIX) and state.startswith("Init:") and not pull:
             crashing_validators.append(info)
     for node, reasons in sorted((nodes or {}).items()):
-        lines.append("node %s offers no GPU: %s" % (node, "; ".join(reasons)))
+        lines.append("node %s %s: %s" % (node, node_problem, "; ".join(reasons)))
     pulls = [p for p in pod_info if p["state"].split(":")[-1] in WAITING_PULL_FAILURES]
     if pulls:
         images = sorted(set("%s (pod %s)" % (p.get("image") or "<unknown image>", p["name"]) for p in pulls[:3]))
@@ -355,7 +380,15 @@ def last_log_line(kube, pod):
 
 
 class ClusterPolicyWaiter(object):
-    """Watch-based wait on one ClusterPolicy (and the nodes that must offer GPUs) through kube.Kube."""
+    """Watch-based wait on one ClusterPolicy (and the nodes that must offer GPUs) through kube.Kube.
+
+    Subclasses name another Stack and say what a served node is (wait_nodes, node_reasons_for)."""
+
+    stack = CLUSTER_POLICY
+    node_problem = "offers no GPU"
+    nodes_problem = "offer no GPU"
+    node_result_key = "nodes_without_gpus"
+    extra_params = ()
 
     def __init__(self, kube, name, accept_reasons=(REASON_RECONCILED,), watch_factory=None,
                  clock=time.monotonic, operator_namespace=None, check_operator=False, expect_nodes=()):
@@ -373,10 +406,10 @@ class ClusterPolicyWaiter(object):
         return ObjectWatch(self.kube, api_version, kind, watch_factory=self.watch_factory, clock=self.clock, **kw)
 
     def current(self):
-        return self.kube.get(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND, self.name)
+        return self.kube.get(self.stack.api_version, self.stack.kind, self.name)
 
     def _evaluate(self, obj):
-        return evaluate(obj, self.accept_reasons, self.name)
+        return evaluate(obj, self.accept_reasons, self.name, self.stack)
 
     def wait(self, timeout, stable_for=0):
         """Return (done, obj, summary, waited_seconds).
@@ -397,7 +430,7 @@ class ClusterPolicyWaiter(object):
                 return False, obj, summary, round(self.clock() - began, 3)
             start = self.clock()
             timeout = max(0, timeout - (start - began))
-        follow = self._watch(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND, name=self.name)
+        follow = self._watch(self.stack.api_version, self.stack.kind, name=self.name)
         obj = next(iter(follow.sync().values()), None)
         done, summary = self._evaluate(obj)
         ready_since = start if done else None
@@ -486,10 +519,7 @@ class ClusterPolicyWaiter(object):
                 logs[pod["metadata"]["name"]] = line
         nodes = {}
         if self.expect_nodes:
-            known = dict((n["metadata"]["name"], n) for n in self._items("v1", "Node"))
-            for node in self.expect_nodes:
-                if not gpu_offer(known.get(node)):
-                    nodes[node] = why_no_gpus(node, known.get(node), daemonsets, pods, logs)
+            nodes = self.node_reasons_for(daemonsets, pods, logs)
             self.node_reasons = nodes
         pending = summary.get("operator_pending")
         if not pending:
@@ -497,7 +527,17 @@ class ClusterPolicyWaiter(object):
                             for d in deployments if rollout_pending(d)), None)
         return diagnose(summary, daemonsets, pods, ns_obj, operator_found=bool(deployments),
                         operator_pending=pending, name=self.name, operator_namespace=namespace, logs=logs,
-                        nodes=nodes)
+                        nodes=nodes, stack=self.stack, node_problem=self.node_problem)
+
+    def extra_result(self):
+        """What a subclass adds to the module's result."""
+        return {}
+
+    def node_reasons_for(self, daemonsets, pods, logs):
+        """{node: [why it offers no GPU]} for the expected nodes that offer none (one Node LIST)."""
+        known = dict((n["metadata"]["name"], n) for n in self._items("v1", "Node"))
+        return dict((node, why_no_gpus(node, known.get(node), daemonsets, pods, logs))
+                    for node in self.expect_nodes if not gpu_offer(known.get(node)))
 
     def _items(self, api_version, kind, **params):
         params = dict((k, v) for k, v in params.items() if v)
@@ -511,9 +551,12 @@ class ClusterPolicyWaiter(object):
             return None
 
 
-def run(module, waiter_class=ClusterPolicyWaiter):
-    """The body of the cluster_policy_wait module: a result dict, or DomainError/ApiError."""
+def run(module, waiter_class=ClusterPolicyWaiter, prerequisites=None):
+    """The body of the cluster_policy_wait module (and, with its waiter, of gpu_cluster_wait): a
+    result dict, or DomainError/ApiError. prerequisites(module) may raise before anything is read."""
     params = module.params
+    stack = waiter_class.stack
+    accept_reasons = params.get("accept_reasons") or [REASON_RECONCILED]
     for key in ("timeout", "stable_for"):
         if params[key] < 0:
             raise DomainError("%s must be >= 0 seconds, got %s: give a number of seconds" % (key, params[key]))
@@ -521,33 +564,38 @@ def run(module, waiter_class=ClusterPolicyWaiter):
     if bad:
         raise DomainError("expect_nodes: %s %s not a valid node name (%s): give the Kubernetes node names" % (
             ", ".join(repr(n) for n in bad), "is" if len(bad) == 1 else "are", dns_subdomain_problem(bad[0])))
-    if not module.kube.served(CLUSTER_POLICY_API_VERSION, CLUSTER_POLICY_KIND):
+    if prerequisites is not None:
+        prerequisites(module)
+    if not module.kube.served(stack.api_version, stack.kind):
         if module.check_mode:
             # A check-mode install has not created the CRD: nothing to wait for yet.
             return dict(changed=False, ready=False, state=None, reason=None, status={}, waited=0.0,
-                        msg="%s CRD not installed yet (check mode)" % CLUSTER_POLICY_KIND)
+                        msg="%s CRD not installed yet (check mode)" % stack.kind)
         raise DomainError("The %s CRD (%s) is not installed: install the GPU Operator chart before waiting "
-                          "on %s %s" % (CLUSTER_POLICY_KIND, CLUSTER_POLICY_CRD, CLUSTER_POLICY_KIND, params["name"]),
-                          ready=False)
-    waiter = waiter_class(module.kube, params["name"], params["accept_reasons"],
+                          "on %s %s" % (stack.kind, stack.crd, stack.kind, params["name"]), ready=False)
+    extra = dict((k, params[k]) for k in getattr(waiter_class, "extra_params", ()))
+    waiter = waiter_class(module.kube, params["name"], accept_reasons,
                           operator_namespace=params["operator_namespace"], check_operator=params["wait_operator"],
-                          expect_nodes=params["expect_nodes"])
+                          expect_nodes=params["expect_nodes"], **extra)
     if module.check_mode:
         obj = waiter.current()
-        done, summary = evaluate(obj, params["accept_reasons"], params["name"])
+        done, summary = evaluate(obj, accept_reasons, params["name"], stack)
         return dict(changed=False, ready=done, state=summary["state"], reason=summary["reason"],
                     status=(obj or {}).get("status") or {}, waited=0.0)
     done, obj, summary, waited = waiter.wait(params["timeout"], params["stable_for"])
     result = dict(changed=False, ready=done, state=summary["state"], reason=summary["reason"],
                   status=(obj or {}).get("status") or {}, waited=waited)
+    result.update(waiter.extra_result())
     if done:
         return result
     lines, operands = waiter.diagnostics(obj, summary)
     result.update(diagnostics=lines, operands=operands)
+    result.update(waiter.extra_result())
     if waiter.node_reasons:
-        result["nodes_without_gpus"] = waiter.node_reasons
-    what = "%s %s not ready" % (CLUSTER_POLICY_KIND, params["name"])
-    if summary.get("exists") and waiter.node_reasons and evaluate(obj, params["accept_reasons"])[0]:
-        what = "%s %s is ready but %d expected node(s) offer no GPU (%s)" % (
-            CLUSTER_POLICY_KIND, params["name"], len(waiter.node_reasons), ", ".join(sorted(waiter.node_reasons)))
+        result[waiter.node_result_key] = waiter.node_reasons
+    what = "%s %s not ready" % (stack.kind, params["name"])
+    if summary.get("exists") and waiter.node_reasons and evaluate(obj, accept_reasons, stack=stack)[0]:
+        what = "%s %s is ready but %d expected node(s) %s (%s)" % (
+            stack.kind, params["name"], len(waiter.node_reasons), waiter.nodes_problem,
+            ", ".join(sorted(waiter.node_reasons)))
     raise DomainError("%s after %ss: %s" % (what, params["timeout"], " | ".join(lines)), **result)

@@ -18,6 +18,10 @@ import re
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import as_bool, to_bool, with_suggestions
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream import (
+    CHART_CLUSTER_POLICY_KEY,
+    CHART_DEPLOY_CR,
+    CHART_GPU_CLUSTER_KEY,
+    CHART_NVIDIA_DRIVER_CRD_KEY,
     DEVICE_LIST_ENVVAR,
     DEVICE_LIST_STRATEGY_ENV,
     DEVICE_LIST_VOLUME_MOUNTS,
@@ -107,7 +111,7 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # Chart value keys that are booleans: a quoted "no"/"false" there is a string
 # Helm passes on as is (the chart tests truthiness, so "false" is true).
-BOOL_KEY_NAMES = ("enabled", "upgradeCRD", "cleanupCRD", "create", "autoUpgrade",
+BOOL_KEY_NAMES = ("enabled", "deployCR", "upgradeCRD", "cleanupCRD", "create", "autoUpgrade",
                   "usePrecompiled", "useOpenKernelModules", "renameByDefault",
                   "failRequestsGreaterThanOne", "hostNetwork")
 
@@ -343,7 +347,7 @@ def _mps_root(root):
 def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
                     image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
                     device_plugin_config=None, values_overlay=None, pool_taints=None, dcgm_hostengine=None,
-                    gpu_access_by_request=None):
+                    gpu_access_by_request=None, allocation_api=None):
     """Compute the chart values. Precedence: plan < computed settings < user values
     (an explicit user value is an override); the result is then checked.
 
@@ -354,8 +358,12 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
     pool_taints: taints the collection puts on GPU pools (node_prereqs_pool_taints);
     operands and the NFD worker must tolerate them or they never run there, while
     the ClusterPolicy still says ready. They are added to the chart's (or the
-    user's) toleration lists, never replace them."""
+    user's) toleration lists, never replace them.
+
+    allocation_api: device-plugin (the ClusterPolicy stack, default) or dra (the GPUCluster stack
+    with NVIDIA's DRA driver, see allocation_values)."""
     _validate_plan(plan)
+    allocation_api = check_allocation_api(allocation_api)
     user_values = {} if user_values is None else user_values
     _validate_user_values(user_values)
     if values_overlay:
@@ -391,7 +399,11 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
         if device_plugin_config.get("mps_root") is not None:
             values["devicePlugin"]["mps"] = {"root": _mps_root(device_plugin_config["mps_root"])}
 
+    if allocation_api == ALLOCATION_DRA:
+        check_dra_inputs(mig_strategy, device_plugin_config, gpu_access_by_request)
+    values = deep_merge(allocation_values(allocation_api, plan), values)
     values = deep_merge(values, user_values)
+    check_allocation_values(values, allocation_api)
     if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request", error=OperatorValuesError):
         apply_gpu_access_by_request(values)
     check_driver_crd(values)
@@ -407,6 +419,76 @@ def operator_values(plan, user_values=None, mig_strategy=None, service_monitor=N
     if image_pull_secrets:
         apply_pull_secrets(values, image_pull_secrets)
     return values
+
+
+ALLOCATION_DEVICE_PLUGIN = "device-plugin"
+ALLOCATION_DRA = "dra"
+ALLOCATION_APIS = (ALLOCATION_DEVICE_PLUGIN, ALLOCATION_DRA)
+
+
+def check_allocation_api(allocation_api, field="gpu_operator_allocation_api"):
+    if allocation_api is None:
+        return ALLOCATION_DEVICE_PLUGIN
+    if allocation_api not in ALLOCATION_APIS:
+        raise OperatorValuesError("%s must be one of %s, got %r" % (field, ", ".join(ALLOCATION_APIS), allocation_api))
+    return allocation_api
+
+
+def allocation_values(allocation_api, plan):
+    """The chart's switches of the two stacks (values.yaml v26.7.0: clusterPolicy.deployCR,
+    gpuCluster.deployCR; templates/validations.yaml fails when both are true). Written only for
+    dra: with the device plugin the chart defaults are that stack, and existing releases keep
+    their values unchanged. A GPUCluster does not install drivers
+    itself: with the operator's driver the chart requires driver.nvidiaDriverCRD.enabled=true
+    (validations.yaml) and then deploys the default NVIDIADriver CR (deployDefaultCR)."""
+    if allocation_api != ALLOCATION_DRA:
+        return {}
+    values = {CHART_CLUSTER_POLICY_KEY: {CHART_DEPLOY_CR: False}, CHART_GPU_CLUSTER_KEY: {CHART_DEPLOY_CR: True}}
+    if plan["driver_enabled"]:
+        values["driver"] = {CHART_NVIDIA_DRIVER_CRD_KEY: {"enabled": True}}
+    return values
+
+
+def check_dra_inputs(mig_strategy, device_plugin_config, gpu_access_by_request):
+    """Settings of the device-plugin stack that mean nothing with a GPUCluster (it runs no device
+    plugin, no MIG manager, no toolkit): refused rather than silently ignored."""
+    if device_plugin_config:
+        raise OperatorValuesError(
+            "gpu_operator_time_slicing is set, but gpu_operator_allocation_api is dra: time-slicing and MPS are "
+            "device plugin configs and the GPUCluster stack runs no device plugin. Remove gpu_operator_time_slicing, "
+            "or use gpu_operator_allocation_api: device-plugin")
+    if mig_strategy not in (None, "none"):
+        raise OperatorValuesError(
+            "gpu_operator_mig_strategy is %r, but gpu_operator_allocation_api is dra: the MIG strategy is a "
+            "ClusterPolicy setting (how the device plugin names MIG devices); the DRA driver publishes each MIG "
+            "device with its profile attribute instead. Leave gpu_operator_mig_strategy unset (null)" % mig_strategy)
+    if gpu_access_by_request is not None and as_bool(gpu_access_by_request, "gpu_operator_gpu_access_by_request",
+                                                     error=OperatorValuesError):
+        raise OperatorValuesError(
+            "gpu_operator_gpu_access_by_request is true, but gpu_operator_allocation_api is dra: it configures the "
+            "container toolkit and the device plugin of the ClusterPolicy stack, which a GPUCluster does not run "
+            "(the DRA driver hands devices to containers through CDI). Set gpu_operator_gpu_access_by_request: false")
+
+
+def check_allocation_values(values, allocation_api):
+    """User values that contradict the chosen stack (the chart would render both CRs, or the wrong one)."""
+    want_dra = allocation_api == ALLOCATION_DRA
+    cp = get_path(values, (CHART_CLUSTER_POLICY_KEY, CHART_DEPLOY_CR), True)    # chart defaults
+    gc = get_path(values, (CHART_GPU_CLUSTER_KEY, CHART_DEPLOY_CR), False)
+    if cp is not (not want_dra) or gc is not want_dra:
+        raise OperatorValuesError(
+            "gpu_operator_values sets %s.%s=%s and %s.%s=%s, but gpu_operator_allocation_api is %s: the role "
+            "sets these switches from the allocation mode (the chart refuses both CRs at once). Remove them from "
+            "gpu_operator_values and set gpu_operator_allocation_api: %s"
+            % (CHART_CLUSTER_POLICY_KEY, CHART_DEPLOY_CR, cp, CHART_GPU_CLUSTER_KEY, CHART_DEPLOY_CR, gc,
+               allocation_api, ALLOCATION_DRA if gc is True else ALLOCATION_DEVICE_PLUGIN))
+    if want_dra and get_path(values, ("driver", "enabled"), True) is not False \
+            and get_path(values, ("driver", CHART_NVIDIA_DRIVER_CRD_KEY, "enabled"), False) is not True:
+        raise OperatorValuesError(
+            "gpu_operator_values sets driver.%s.enabled=false while the GPU Operator installs the driver "
+            "(driver.enabled=true) and gpu_operator_allocation_api is dra: a GPUCluster installs no driver itself, "
+            "the chart refuses it (\"the NVIDIADriver CRD must be enabled when deploying a GPUCluster CR\"). "
+            "Remove the override, or use host drivers (driver.enabled=false)" % CHART_NVIDIA_DRIVER_CRD_KEY)
 
 
 def _set_env(values, component, name, value):

@@ -16,7 +16,7 @@ class FakeModule(object):
         self.params.update(params)
 
 
-class FakeWaiter(object):
+class FakeWaiter(cp.ClusterPolicyWaiter):   # the class attributes run() reads (stack, result keys)
     calls = []
 
     def __init__(self, kube, name, accept_reasons, operator_namespace=None, check_operator=False, expect_nodes=()):

@@ -1,0 +1,152 @@
+"""The DRA allocation mode through the gpu_operator role on the simulated cluster, from an inventory as a
+site keeps it: platform_pools and platform_requirements (allocation_api: dra) in group_vars, the design's
+role values wired in, the cluster's kubeconfig in group_vars too (nothing in the environment).
+
+Refused before anything is written: dra without the experimental opt-in, dra on a cluster that serves no
+resource.k8s.io/v1 (Kubernetes 1.33), and switching an installed cluster between the ClusterPolicy and the
+GPUCluster stack (the chart and the operator allow one at a time; the GPUCluster outlives a deployCR flip).
+With tests/clusters/dra.yaml (Kubernetes >= 1.34, the DRA driver twin): the release renders the GPUCluster
+and no ClusterPolicy, the wait reads the GPUCluster and each GPU node's ResourceSlices, a re-run is
+changed=0, and switching back to the device plugin is refused.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+import yaml
+
+from kit.gpu_operator import NS, base_vars, gpu_node, kget, package_chart, plan_for, play, start_cluster
+from kit.paths import CLUSTERS
+from simcluster import testing as simtesting
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
+DRA_CLUSTER = os.path.join(CLUSTERS, "dra.yaml")
+NODES = [gpu_node("gpu-a", "550.54.15"), {"name": "cpu-1"}]
+POOLS = {"pool_gpu": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 2, "teams": ["team-a"],
+                      "allocation": "exclusive", "nodes": 1}}
+DRA = {"allocation_api": "dra", "kubernetes_version": "1.34", "dra_experimental": True}
+# The wiring docs/design.md shows: the design computes, the role variables take its values.
+WIRING = {
+    "platform_design": "{{ platform_pools | skaffon.gpu_platform.platform_design("
+                       "tenants=tenants_list | default([]), requirements=platform_requirements | default({})) }}",
+    "gpu_operator_allocation_api": "{{ platform_design.roles.gpu_operator_allocation_api }}",
+    "gpu_operator_dra_experimental": "{{ platform_design.roles.gpu_operator_dra_experimental }}",
+    "gpu_operator_mig_strategy": "{{ platform_design.roles.gpu_operator_mig_strategy }}",
+    "gpu_operator_time_slicing": "{{ platform_design.roles.gpu_operator_time_slicing }}",
+}
+
+
+def site(sim, archive, plan, requirements, pools=None, **extra):
+    settings = base_vars(sim, archive, plan, platform_pools=pools or POOLS, platform_requirements=requirements,
+                         tenants_list=[{"name": "team-a", "quota": {"requests.nvidia.com/gpu": 2}}], **extra)
+    settings.update(WIRING)
+    return settings
+
+
+def messages(res):
+    return "\n".join(res.failure_messages())
+
+
+@pytest.fixture(scope="module")
+def old_cluster(tmp_path_factory):
+    """Kubernetes 1.33: no resource.k8s.io/v1."""
+    sim = start_cluster(tmp_path_factory, "dra-old", NODES, kubernetes_version="v1.33.4")
+    try:
+        yield sim, package_chart(tmp_path_factory), plan_for(NODES)
+    finally:
+        sim.stop()
+
+
+def test_dra_without_the_experimental_opt_in_is_refused(old_cluster):
+    sim, archive, plan = old_cluster
+    res = play(sim, site(sim, archive, plan, dict(DRA, dra_experimental=False)))
+    assert res.rc != 0
+    assert "Set platform_requirements.dra_experimental: true" in messages(res)
+    assert res.changed() == 0 and kget(sim, "namespace", NS) is None
+
+
+def test_dra_on_kubernetes_without_resource_v1_is_refused_before_any_write(old_cluster):
+    sim, archive, plan = old_cluster
+    res = play(sim, site(sim, archive, plan, DRA))
+    assert res.rc != 0
+    assert "the cluster serves no resource.k8s.io/v1 DeviceClass" in messages(res), messages(res)
+    assert res.changed() == 0 and kget(sim, "namespace", NS) is None
+
+
+def test_switching_an_installed_device_plugin_cluster_to_dra_is_refused(old_cluster):
+    sim, archive, plan = old_cluster
+    first = play(sim, site(sim, archive, plan, {}))
+    assert first.rc == 0, messages(first)
+    assert kget(sim, "clusterpolicy", "cluster-policy") is not None
+    res = play(sim, site(sim, archive, plan, DRA))
+    assert res.rc != 0
+    text = messages(res)
+    assert "ClusterPolicy cluster-policy exists, but gpu_operator_allocation_api is dra" in text, text
+    assert "helm uninstall gpu-operator -n gpu-operator" in text
+    assert res.changed() == 0
+
+
+# --- the DRA stack itself (needs the simulator's resource.k8s.io/v1 and the DRA driver twin) -------------
+
+def _dra_nodes():
+    if not os.path.exists(DRA_CLUSTER):
+        pytest.skip("tests/clusters/dra.yaml is not there yet (simulator's DRA support)")
+    with open(DRA_CLUSTER) as fh:
+        return [n for n in (yaml.safe_load(fh) or {}).get("nodes") or [] if n.get("gpus")]
+
+
+def _plan(nodes):
+    from ansible_collections.skaffon.gpu_platform.plugins.filter.driver_plan import driver_plan
+    hosts = {}
+    for n in nodes:
+        host = n.get("host_driver")
+        hosts[n["name"]] = {"gpu_node": {
+            "gpu_host": True, "gpu_count": int((n.get("gpus") or {}).get("count") or 0),
+            "driver": {"state": "host", "version": host} if host else {"state": "none"},
+            "toolkit": {"state": "none"}, "container_runtime": {"nvidia_runtime": False, "nvidia_default": False},
+            "nouveau_loaded": False, "kernel": {"headers_installed": True, "release": "6.8.0-45-generic"}}}
+    return json.loads(json.dumps(driver_plan(hosts)))
+
+
+@pytest.fixture(scope="module")
+def dra_cluster(tmp_path_factory):
+    nodes = _dra_nodes()
+    workdir = tmp_path_factory.mktemp("sim-dra")
+    path = str(workdir / "cluster.yaml")
+    shutil.copy(DRA_CLUSTER, path)
+    sim = simtesting.start(path, str(workdir / "run"))
+    try:
+        yield sim, package_chart(tmp_path_factory), _plan(nodes), nodes
+    finally:
+        sim.stop()
+
+
+def _dra_pools(nodes):
+    product = (nodes[0].get("gpus") or {}).get("model") or "NVIDIA-H100-80GB-HBM3"
+    return {"pool_gpu": {"gpu_product": product, "gpus_per_node": int(nodes[0]["gpus"].get("count") or 1),
+                         "teams": ["team-a"], "allocation": "exclusive", "nodes": len(nodes)}}
+
+
+def test_dra_converges_waits_on_slices_and_reruns_unchanged(dra_cluster):
+    sim, archive, plan, nodes = dra_cluster
+    settings = site(sim, archive, plan, DRA, pools=_dra_pools(nodes), gpu_operator_wait_timeout=120)
+    first = play(sim, settings)
+    assert first.rc == 0, messages(first)
+    assert kget(sim, "clusterpolicy", "cluster-policy") is None
+    cluster = kget(sim, "gpucluster", "gpu-cluster")
+    assert cluster["status"]["state"] == "ready"
+    (wait,) = first.task_results("Wait until the GPUCluster is ready and every GPU node publishes its GPUs")
+    assert wait["ready"] is True and wait["reason"] == "Reconciled"
+    slices = wait["resource_slices"]
+    assert sorted(slices) == sorted(n["name"] for n in nodes)
+    for n in nodes:
+        assert slices[n["name"]]["physical_gpus"] == int(n["gpus"]["count"]), slices[n["name"]]
+    again = play(sim, settings)
+    assert again.rc == 0 and again.changed() == 0, again.changed_tasks()
+    # and back to the device plugin: refused, the GPUCluster stays
+    back = play(sim, site(sim, archive, plan, {}, pools=_dra_pools(nodes)))
+    assert back.rc != 0
+    assert "GPUCluster gpu-cluster exists, but gpu_operator_allocation_api is device-plugin" in messages(back)
+    assert back.changed() == 0 and kget(sim, "gpucluster", "gpu-cluster") is not None
