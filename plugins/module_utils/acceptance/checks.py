@@ -13,7 +13,8 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import u
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import QueueProbe
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.runner import CHECKS, FAIL, PASS, SKIP, Result, check
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import evaluate
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import CLUSTER_POLICY, evaluate
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.gpu_cluster import GPU_CLUSTER
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.profiles import node_offer
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.watch import ObjectWatch
@@ -114,9 +115,13 @@ def _tools():
 def operator_healthy(ctx):
     ns, name = ctx.params["operator_namespace"], ctx.params["cluster_policy"]
     evidence = []
-    policy = ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND, name)
-    done, summary = evaluate(policy)
-    evidence.append("ClusterPolicy %s: state %s, Ready reason %s" % (name, summary["state"], summary["reason"]))
+    stack = CLUSTER_POLICY
+    if dra.is_dra(ctx):
+        # the GPUCluster stack: its singleton carries the readiness the ClusterPolicy carries otherwise
+        stack, name = GPU_CLUSTER, upstream.GPUCLUSTER_NAME
+    policy = ctx.kube.get(stack.api_version, stack.kind, name)
+    done, summary = evaluate(policy, name=name, stack=stack)
+    evidence.append("%s %s: state %s, Ready reason %s" % (stack.kind, name, summary["state"], summary["reason"]))
     pods = ctx.kube.list("v1", "Pod", namespace=ns)[0]
     bad = []
     for pod in pods:
@@ -130,8 +135,8 @@ def operator_healthy(ctx):
     if not pods:
         return Result("operator-healthy", FAIL, "no pod runs in namespace %s" % ns, evidence)
     if done and not bad:
-        return Result("operator-healthy", PASS, "ClusterPolicy ready/Reconciled, all %d operator pods Running or "
-                      "Completed" % len(pods), evidence)
+        return Result("operator-healthy", PASS, "%s ready/Reconciled, all %d operator pods Running or "
+                      "Completed" % (stack.kind, len(pods)), evidence)
     return Result("operator-healthy", FAIL, "operator not healthy", evidence)
 
 

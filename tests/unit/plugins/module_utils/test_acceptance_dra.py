@@ -133,3 +133,18 @@ def test_inputs_pick_the_team_with_a_quota_on_claims():
     assert checks_input({}, [], tenants=teams, allocation_api="dra")["quota_team"] == {"namespace": "b",
                                                                                         "resource": GPU_KEY}
     assert checks_input({}, [], tenants=teams)["quota_team"] is None
+
+
+def test_operator_healthy_reads_the_gpu_cluster():
+    gpu_cluster = {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": "gpu-cluster"},
+                   "status": {"state": "ready", "conditions": [
+                       {"type": "Ready", "status": "True", "reason": "Reconciled"},
+                       {"type": "Error", "status": "False", "reason": "Ready"}]}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nvidia-dra-driver-kubelet-plugin-x",
+                                                           "namespace": "gpu-operator"},
+           "status": {"phase": "Running"}}
+    res = acceptance.run(ctx(FakeKube([gpu_cluster, pod])), ["operator-healthy"])[0]
+    assert res.status == acceptance.PASS, res.evidence
+    assert res.evidence[0] == "GPUCluster gpu-cluster: state ready, Ready reason Reconciled"
+    missing = acceptance.run(ctx(FakeKube([pod])), ["operator-healthy"])[0]
+    assert missing.status == acceptance.FAIL

@@ -19,9 +19,9 @@ TENANTS = [{"name": "team-a", "quota": {"requests.nvidia.com/gpu": 8}},
 
 
 def design(backend="none"):
-    req = {"queue_backend": backend} if backend else {}
+    req = {"queue_backend": backend, "allocation_api": "dra", "kubernetes_version": "1.34", "dra_experimental": True}
     out = copy.deepcopy(FILTERS["platform_design"](POOLS, tenants=TENANTS, requirements=req, inventory=INVENTORY))
-    out["allocation_api"] = {"api": "dra"}       # what the design says with platform_requirements.allocation_api: dra
+    assert out["allocation_api"]["api"] == "dra"
     return out
 
 
