@@ -113,8 +113,8 @@ def check(backend, tenants, kai_gpu_sharing=None, kai_fraction_pools=None):
                     if str(resource).startswith(upstream.MIG_RESOURCE_PREFIX):
                         _refuse("tenants_list[%d].queue.flavors[%d].resources" % (index, j), resource,
                                 "in DRA mode no pod requests %s; Kueue charges MIG claims under one name for every "
-                                "profile (DeviceClass %s -> %s)" % (resource, upstream.DEVICE_CLASS_MIG,
-                                                                     KUEUE_MIG_RESOURCE),
+                                "profile (DeviceClass %s -> %s)"
+                                % (resource, upstream.DEVICE_CLASS_MIG, KUEUE_MIG_RESOURCE),
                                 "name the row %s" % KUEUE_MIG_RESOURCE)
 
 

@@ -454,8 +454,8 @@ def validate(teams, settings, cluster=None):
             seen.setdefault(name, index)
         _check_team(problems, team, entry, settings, cluster)
     if settings.get("allocation_api") not in tenants_claims.ALLOCATION_APIS:
-        problems.items.append("%s = %s: use %s" % (tenants_claims.VARIABLE, _show(settings.get("allocation_api")),
-                                                    " or ".join(tenants_claims.ALLOCATION_APIS)))
+        problems.items.append("%s = %s: use %s" % (
+            tenants_claims.VARIABLE, _show(settings.get("allocation_api")), " or ".join(tenants_claims.ALLOCATION_APIS)))
     if tenants_claims.is_dra(settings):
         _check_dra_total(problems, teams, cluster, settings)
         return problems.items
