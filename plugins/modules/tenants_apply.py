@@ -27,6 +27,11 @@ description:
     C(app.kubernetes.io/managed-by=skaffon.gpu_platform)), compares desired and live (quantities as numbers,
     server defaults ignored) and writes only what differs - one request per object - in parallel
     (O(parallel) at a time). Drift (for example a quota edited by hand) is set back and reported.
+  - With O(allocation_api=dra) each team also gets the ResourceClaimTemplates (C(resource.k8s.io/v1)) of its
+    C(claim_templates) (C(gpus), C(mig_profile) or C(all_gpus), optionally C(product); default one whole GPU), checked
+    against the DeviceClasses and ResourceSlices of the cluster and against the team's quota on claims as Kubernetes
+    1.34 counts them (an C(All) claim is charged 32 devices). Quota keys on C(nvidia.com/gpu) are refused in that
+    mode, claim quota keys and C(claim_templates) in the other.
   - Teams missing from O(tenants) are reported; their namespace is deleted only with O(prune), and a namespace
     that still runs pods only with O(force) as well. Objects without the managed-by label are never changed.
 extends_documentation_fragment:
