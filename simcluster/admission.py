@@ -14,12 +14,14 @@ import threading
 import weakref
 
 from simcluster.errors import ApiError, forbidden, not_found
-from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
+from simcluster.quota_usage import UsageMemo, claims_in, count_keys, object_counts, refs
 from simcluster.validation import builtin_fields, core, names, podsecurity, schema
 from simcluster.validation import limitranger, vap
+from simcluster.validation import resource as dra
 from simcluster.validation import quota as quota_mod
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+CLAIMS = "resourceclaims.resource.k8s.io"
 BUILTIN_GROUPS = {
     "apps", "batch", "autoscaling", "rbac.authorization.k8s.io", "networking.k8s.io", "policy",
     "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io",
@@ -127,6 +129,10 @@ def admit(store, op, resource, obj, old, *, dry_run=False, subresource=None,
     if subresource is not None:
         if is_custom and subresource == "status":
             _admit_custom(st, store, resource, obj, old, op, field_validation, warnings)
+        elif resource == CLAIMS and subresource == "status":
+            errs = dra.validate_claim_status(obj, old)
+            if errs:
+                raise _invalid(obj, resource, errs, kind="ResourceClaim")
         return warnings
 
     if op == "CREATE" and ns and resource != "namespaces":
@@ -172,10 +178,14 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
         _default_volume_fields(resource, obj)
         if resource == "persistentvolumeclaims" and op == "CREATE":
             _default_storage_class(store, obj)
+    elif resource in dra.VALIDATORS:
+        dra.default(resource, obj)
     core.canonicalize_quantities(resource, obj)
 
     # Validation (422).
     errs = names.validate_object_meta(resource, obj, old if op == "UPDATE" else None)
+    if op == "CREATE" and resource in dra.ADMIN_CHECKED:
+        errs.extend(dra.authorized_for_admin(resource, obj, store.get("namespaces", None, ns) if ns else None))
     errs.extend(_validate_kind(resource, obj, old, op, ctx))
     if errs:
         raise _invalid(obj, resource, errs)
@@ -252,6 +262,8 @@ def _validate_kind(resource, obj, old, op, ctx):
         return core.validate_network_policy(obj)
     if resource == "poddisruptionbudgets.policy":
         return core.validate_pdb(obj)
+    if resource in dra.VALIDATORS:
+        return dra.VALIDATORS[resource](obj, old if op == "UPDATE" else None)
     return []
 
 
@@ -436,6 +448,8 @@ def _quota(st, store, resource, obj):
         delta = quota_mod.pod_usage(obj)
     elif resource == "persistentvolumeclaims":
         delta = dict(quota_mod.pvc_usage(obj), **{k: quota_mod.ONE for k in count_keys(resource)})
+    elif resource == CLAIMS:
+        delta = quota_mod.claim_usage(obj)
     else:
         delta = {k: quota_mod.ONE for k in count_keys(resource)}
     pods = None
@@ -459,7 +473,8 @@ def _quota(st, store, resource, obj):
                 continue
             pvcs = (refs(store, "persistentvolumeclaims", ns) if resource == "persistentvolumeclaims"
                     and any(quota_mod.is_pvc_key(k) for k in hard) else ())
-            used = quota_mod.compute_used(q, [], object_counts(store, ns, q), pvcs=pvcs)
+            claims = (claims_in(store, ns) if any(quota_mod.is_claim_key(k) for k in hard) else ())
+            used = quota_mod.compute_used(q, [], object_counts(store, ns, q), pvcs=pvcs, claims=claims)
         why = quota_mod.check(q, delta, used)
         if why:
             plural, group = _split(resource)

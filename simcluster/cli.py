@@ -15,6 +15,7 @@ import yaml
 
 from . import kubeconfig, persist
 from .server import APIServer
+from .registry import Registry
 from .store import Store
 
 
@@ -74,7 +75,8 @@ def start(cluster_path, port=0, host="127.0.0.1", state=None, audit_policy=None,
     except (ValueError, yaml.YAMLError) as exc:     # clusterfile.ClusterFileError
         raise StartError("cluster file %s: %s" % (cluster_path, exc)) from exc
     check_crd_files(spec.get("crds") or [], cluster_path)
-    store = Store()
+    # the release the cluster file names decides which built-in APIs are served (resource.k8s.io/v1: 1.34+)
+    store = Store(Registry(kubernetes_version=spec.get("kubernetes_version")))
     if state:
         try:
             persist.restore(store, state)

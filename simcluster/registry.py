@@ -23,8 +23,9 @@ class ResourceInfo:
 
     def __init__(self, group, versions, plural, kind, namespaced, *, singular=None,
                  short_names=(), categories=(), subresources=(), verbs=None,
-                 crd=None, storage_version=None):
+                 crd=None, storage_version=None, since=None):
         self.group = group
+        self.since = since                      # (major, minor) of the first release serving it
         self.versions = list(versions)          # served versions, preferred first
         self.storage_version = storage_version or self.versions[0]
         self.plural = plural
@@ -133,6 +134,13 @@ BUILTINS = [
        "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"]),
     _b("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
        categories=["api-extensions"], subresources=_ST),
+    # Dynamic Resource Allocation: resource.k8s.io/v1 is served from Kubernetes 1.34 (GA)
+    _b("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, since=(1, 34)),
+    _b("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=_ST,
+       since=(1, 34)),
+    _b("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True,
+       since=(1, 34)),
+    _b("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, since=(1, 34)),
     _b("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
        False, verbs=["create"]),
     _b("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
@@ -144,7 +152,7 @@ GROUP_ORDER = ["apiregistration.k8s.io", "apps", "events.k8s.io", "authenticatio
                "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
                "networking.k8s.io", "policy", "rbac.authorization.k8s.io", "storage.k8s.io",
                "admissionregistration.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io",
-               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io"]
+               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "resource.k8s.io"]
 
 # Built-in types whose strategy maintains metadata.generation (custom resources all do).
 GENERATION = {"pods", "replicationcontrollers", "deployments.apps", "daemonsets.apps",
@@ -155,7 +163,9 @@ GENERATION = {"pods", "replicationcontrollers", "deployments.apps", "daemonsets.
               "mutatingwebhookconfigurations.admissionregistration.k8s.io",
               "validatingwebhookconfigurations.admissionregistration.k8s.io",
               "validatingadmissionpolicies.admissionregistration.k8s.io",
-              "validatingadmissionpolicybindings.admissionregistration.k8s.io"}
+              "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+              "deviceclasses.resource.k8s.io", "resourceclaims.resource.k8s.io",
+              "resourceslices.resource.k8s.io"}
 
 # Resources that only accept create and are never stored.
 VIRTUAL = {"selfsubjectaccessreviews.authorization.k8s.io",
@@ -165,11 +175,15 @@ VIRTUAL = {"selfsubjectaccessreviews.authorization.k8s.io",
 class Registry:
     """Thread-safe lookup of served types; `generation` changes when CRDs change."""
 
-    def __init__(self):
+    def __init__(self, kubernetes_version=None):
         self._lock = threading.Lock()
         self._by_key = {}
         self.generation = 0
+        release = release_of(kubernetes_version)
+        self.server_version = server_version(kubernetes_version)
         for info in BUILTINS:
+            if info.since is not None and release is not None and release < info.since:
+                continue    # not served by that release (the cluster file's kubernetes_version)
             self._by_key[info.key] = info
         self._rebuild()
 
@@ -224,6 +238,25 @@ class Registry:
                     keep[info.key] = info
             self._by_key = keep
             self._rebuild()
+
+
+def server_version(version):
+    """GET /version of a control plane at `version` (the cluster file's kubernetes_version)."""
+    release = release_of(version)
+    if release is None:
+        return dict(SERVER_VERSION)
+    text = str(version) if str(version).startswith("v") else "v" + str(version)
+    major, minor = release
+    return dict(SERVER_VERSION, major=str(major), minor=str(minor), gitVersion=text.split("-")[0] + "-simcluster",
+                emulationMajor=str(major), emulationMinor=str(minor), minCompatibilityMajor=str(major),
+                minCompatibilityMinor=str(minor - 1))
+
+
+def release_of(version):
+    """(major, minor) of "v1.34.2" / "1.33", or None."""
+    import re
+    m = re.match(r"^v?(\d+)\.(\d+)", str(version or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _version_key(v):

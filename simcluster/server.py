@@ -228,7 +228,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, b"ok", "text/plain; charset=utf-8")
         if head == "version":
             srv.stats.count("get", "nonresource")
-            return self.send_json(200, SERVER_VERSION)
+            return self.send_json(200, getattr(srv.store.registry, "server_version", SERVER_VERSION))
         if head == "openapi":
             srv.stats.count("get", "openapi")
             return self._openapi(req, parts[1:])

@@ -282,7 +282,31 @@ def _storage_class_printer():
     return columns, row
 
 
+def _claim_state(o):
+    """resourceClaimState: deleted, pending, allocated, reserved (comma-joined)."""
+    st = o.get("status") or {}
+    states = []
+    if o["metadata"].get("deletionTimestamp"):
+        states.append("deleted")
+    if st.get("allocation") is None:
+        if not o["metadata"].get("deletionTimestamp"):
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if st.get("reservedFor"):
+            states.append("reserved")
+    return [",".join(states)]
+
+
+def _slice_cells(o):
+    """printResourceSlice: node, driver, pool."""
+    spec = o.get("spec") or {}
+    return [spec.get("nodeName") or "", spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")]
+
+
 PRINTERS = {
+    "resourceclaims.resource.k8s.io": _simple(["State"], _claim_state),
+    "resourceslices.resource.k8s.io": _simple(["Node", "Driver", "Pool"], _slice_cells),
     "persistentvolumeclaims": _simple(["Status", "Volume", "Capacity", "Access Modes", "StorageClass",
                                        "VolumeAttributesClass"], _pvc_cells, ["VolumeMode"]),
     "persistentvolumes": _simple(["Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass",

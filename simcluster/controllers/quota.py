@@ -8,8 +8,10 @@ when a PersistentVolumeClaim changes, and when an object a quota counts is added
 import threading
 
 from simcluster.controllers.status import write_status
-from simcluster.quota_usage import UsageMemo, count_keys, object_counts, refs
+from simcluster.quota_usage import UsageMemo, claims_in, count_keys, object_counts, refs
 from simcluster.validation import quota as quota_mod
+
+CLAIMS = "resourceclaims.resource.k8s.io"
 
 
 def _pod_signature(pod):
@@ -58,8 +60,10 @@ class QuotaController:
                 try:
                     pvcs = (refs(store, "persistentvolumeclaims", ns)
                             if any(quota_mod.is_pvc_key(k) for k in hard) else ())
+                    claims = (claims_in(store, ns)
+                              if any(quota_mod.is_claim_key(k) for k in hard) else ())
                     status = quota_mod.status_of(q, pods or [], object_counts(store, ns, q),
-                                                 self.usage_of, pvcs)
+                                                 self.usage_of, pvcs, claims)
                 except (AttributeError, TypeError):
                     continue  # malformed quota stored without admission: leave it alone
                 if q.get("status") == status:
@@ -104,6 +108,11 @@ class QuotaController:
         if resource == "persistentvolumeclaims":     # counts and storage (a resize too)
             def hits(hard):
                 return any(k in keys or quota_mod.is_pvc_key(k) for k in hard)
+        elif resource == CLAIMS:
+            if event not in ("ADDED", "DELETED"):
+                return                               # a claim's spec is immutable
+            def hits(hard):
+                return any(quota_mod.is_claim_key(k) for k in hard)
         elif event in ("ADDED", "DELETED"):
             def hits(hard):
                 return bool(keys & set(hard))

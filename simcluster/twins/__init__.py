@@ -10,6 +10,7 @@ controller's.
 from .acceptance_programs import AcceptancePrograms
 from .context import CLUSTER_POLICIES, Ctx
 from .device_plugin import DevicePlugin
+from .dra import ResourceClaimController, kubelet_hook as dra_kubelet_hook
 from .gpu_operator import GpuOperator
 from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
 from .kai_scheduler import KaiScheduler
@@ -59,6 +60,7 @@ def build(store, spec):
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
     ctx.kubelet = Kubelet(ctx)
+    ctx.kubelet.hooks.append(dra_kubelet_hook(ctx))     # claims are prepared before any container starts
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
                           NcclTests(ctx).pod_hook, LoadTwin(ctx).pod_hook, AcceptancePrograms(ctx).pod_hook]
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
@@ -68,7 +70,7 @@ def build(store, spec):
     # order matters only for speed of convergence: observers first, then writers of pods
     runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
-                           Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
+                           Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), ResourceClaimController(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
                            KaiScheduler(ctx),
                            ctx.kubelet]
     return ctx, runtime

@@ -26,6 +26,7 @@ pod per shared GPU and count their fraction in the queue.
 """
 
 from ..errors import ApiError
+from . import dra
 from . import kai_fractions as frac
 from . import kai_share
 from .matching import matches_node_selector, tolerates, untolerated_taint
@@ -88,6 +89,8 @@ class Job:
 class KaiScheduler:
     def __init__(self, ctx):
         self.ctx = ctx
+        self._dra_pass = None
+        self._dra_states = {}
 
     # -- is the real scheduler there? ----------------------------------------------------
     def active(self):
@@ -114,6 +117,9 @@ class KaiScheduler:
             self._queue_status(self._queues())      # all pods gone: allocated back to 0
             return
         key = (config.get("global") or {}).get("nodePoolLabelKey") or ""
+        # KAI's binder runs the DynamicResources plugin: claims are allocated as the default scheduler does
+        self._dra_pass = dra.Pass(self.ctx) if any(dra.has_claims(p) for p in mine) else None
+        self._dra_states = {}
         all_nodes = list(self.ctx.list("nodes"))
         self.node_index = {n["metadata"]["name"]: n for n in all_nodes}
         all_queues = self._queues()
@@ -308,6 +314,8 @@ class KaiScheduler:
         for p in need[:want]:
             # the k8s VolumeBinding PreFilter KAI runs for every pod: a gang waits for all claims
             claims = claims_problem(self.ctx, p)
+            if claims is None and self._dra_state(p) is not None:
+                claims = self._dra_state(p).problem
             if claims is not None:
                 return self._unschedulable(job, "Unschedulable", "pod %s/%s: %s" % (
                     p["metadata"]["namespace"], p["metadata"]["name"], claims))
@@ -389,6 +397,22 @@ class KaiScheduler:
             return VOLUME_NODE_CONFLICT
         return None
 
+    def _dra_state(self, pod):
+        if not dra.has_claims(pod):
+            return None
+        uid = pod["metadata"]["uid"]
+        if uid not in self._dra_states:
+            self._dra_states[uid] = dra.PodState(self.ctx, pod, self._dra_pass or dra.Pass(self.ctx))
+        return self._dra_states[uid]
+
+    def _dra_block(self, pod, node):
+        """The DynamicResources Filter on this node: None or the reason."""
+        state = self._dra_state(pod)
+        if state is None:
+            return None
+        failed = state.filter(node)
+        return None if failed is None else failed[0]
+
     def _idle(self, node, trial, resource=GPU):
         """Whole units of `resource` neither used nor reserved on the node (a shared GPU is not idle)."""
         alloc = (node.get("status") or {}).get("allocatable") or {}
@@ -411,6 +435,7 @@ class KaiScheduler:
         Returns [(pod, node name, None or (gpu group, new))] or None."""
         trial = {k: dict(v) for k, v in used.items()}
         groups = {k: dict(v) for k, v in self.groups.items()}
+        trial_devices = []
         out = []
         for pod in pods:
             if len(out) == want:
@@ -420,7 +445,7 @@ class KaiScheduler:
             fitting = []
             for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
                 name = node["metadata"]["name"]
-                if self._fits(pod, node, trial, self.ctx) is not None:
+                if self._fits(pod, node, trial, self.ctx) is not None or self._dra_block(pod, node):
                     continue
                 gpu = None
                 if fraction:
@@ -434,6 +459,15 @@ class KaiScheduler:
                 continue
             node, gpu = max(fitting, key=lambda ng: self._score(pod, ng, fitting, trial, resource))
             name = node["metadata"]["name"]
+            state = self._dra_state(pod)
+            if state is not None and state.to_allocate:
+                state.filter(node)          # the chosen node's allocation; its devices are taken in the trial
+                for res in state.allocations.get(name) or ():
+                    for r in res["devices"]["results"]:
+                        key_ = (r["driver"], r["pool"], r["device"])
+                        if key_ not in state.dpass.in_use and not r.get("adminAccess"):
+                            state.dpass.in_use.add(key_)
+                            trial_devices.append((state.dpass, key_))
             acc = trial.setdefault(name, {"pods": 0})
             _add(acc, containers_requests(pod["spec"]))
             acc["pods"] = acc.get("pods", 0) + 1
@@ -447,7 +481,11 @@ class KaiScheduler:
                 groups.setdefault(name, {})[gid] = groups.get(name, {}).get(gid, 0.0) + share
                 group = (gid, new)
             out.append((pod, name, group))
-        return out if len(out) == want else None
+        if len(out) != want:
+            for dpass, key_ in trial_devices:
+                dpass.in_use.discard(key_)
+            return None
+        return out
 
     def _score(self, pod, node_gpu, fitting, trial, resource):
         """The node's score, ties to the first node by name (max keeps the first of equals)."""
@@ -496,7 +534,8 @@ class KaiScheduler:
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
         for node in nodes:
-            why = self._fits(pod, node, used, self.ctx) or "node(s) could not fit all pods of the gang"
+            why = (self._fits(pod, node, used, self.ctx) or self._dra_block(pod, node)
+                   or "node(s) could not fit all pods of the gang")
             counts[why] = counts.get(why, 0) + 1
         detail = ", ".join("%d %s" % (n, r) for r, n in sorted(counts.items()))
         return "Resources were not found for %d pod(s) of the workload: 0/%d nodes are available: %s." % (
@@ -571,6 +610,10 @@ class KaiScheduler:
     def _bind(self, pod, node, used, group=None):
         """The binder: for a fraction first the GPU group (a reservation pod for a new one), the pod's
         group label and its GPU-sharing ConfigMaps, then the same Binding as the default scheduler's."""
+        state = self._dra_state(pod)
+        if state is not None and not state.prebind(self.ctx, node):
+            self.ctx.runtime.after(0.05)
+            return False
         if group is None:
             bind(self.ctx, pod, node, used)
             return True

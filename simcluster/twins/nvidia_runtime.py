@@ -19,6 +19,10 @@ An independent reading of upstream (the collection's upstream.py is not imported
   NVIDIA_VISIBLE_DEVICES to the allocated devices; volume-mounts sets it to
   /var/run/nvidia-container-devices and mounts one /dev/null per device there. The pod's own env
   entry comes after the plugin's in the container's environment and wins.
+- NVIDIA's DRA driver (k8s-dra-driver-gpu, kubelet plugin): NodePrepareResources writes a CDI spec
+  for the devices allocated to a claim; the kubelet hands their CDI ids to containerd for every
+  container that names the claim in `resources.claims` (all its requests, or the one request it
+  names), whatever the runtime class. The container sees those devices (GPUs or MIG devices).
 """
 
 ACCEPT_ENVVAR = "accept-nvidia-visible-devices-envvar-when-unprivileged"
@@ -148,7 +152,41 @@ def policy_of(ctx):
     return items[0] if items else None
 
 
+DRA_DRIVER = "gpu.nvidia.com"
+CLAIMS = "resourceclaims.resource.k8s.io"
+
+
+def claimed(ctx, pod, container):
+    """Devices of NVIDIA's DRA driver allocated to the claims this container uses (CDI-injected)."""
+    refs = (container.get("resources") or {}).get("claims") or []
+    if not refs:
+        return 0
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    names = {}
+    for entry in spec.get("resourceClaims") or ():
+        name = entry.get("resourceClaimName")
+        if not name:
+            name = next((s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()
+                         if s.get("name") == entry.get("name")), None)
+        names[entry.get("name")] = name
+    seen = set()
+    for ref in refs:
+        name = names.get(ref.get("name"))
+        claim = ctx.get_cached(CLAIMS, name, pod["metadata"]["namespace"]) if name else None
+        results = ((((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+        for r in results or ():
+            want = ref.get("request")
+            if want and r.get("request") != want and r.get("request", "").split("/", 1)[0] != want:
+                continue
+            if r.get("driver") == DRA_DRIVER:
+                seen.add((r.get("pool"), r.get("device")))
+    return len(seen)
+
+
 def pod_sees(ctx, pod, container):
-    """visible() for a pod the kubelet twin runs."""
+    """visible() for a pod the kubelet twin runs; devices of a claim come through CDI."""
     facts = ctx.facts.get((pod.get("spec") or {}).get("nodeName")) or {}
+    dra_devices = claimed(ctx, pod, container)
+    if dra_devices:
+        return dra_devices, dra_devices, "CDI devices the DRA driver prepared for the container's claims"
     return visible(facts, policy_of(ctx), pod, container, cuda_image_env(container.get("image")))

@@ -12,6 +12,7 @@ pod unschedulable on every node, with no preemption.
 
 
 from ..errors import ApiError
+from . import dra
 from .matching import matches_node_selector, untolerated_taint, tolerates
 from .util import clone, containers_requests, parse_quantity, pod_active, set_condition, write_status
 from .volumes import VOLUME_NODE_CONFLICT, claims_problem, prefilter_message, select_node, volume_node_conflict
@@ -46,10 +47,13 @@ def _aggregate(counts, total):
 
 class Scheduler:
     # runtime.py: changes of these run a pass (a claim that binds makes its pods schedulable)
-    watches = {"pods", "nodes", "persistentvolumeclaims", "storageclasses.storage.k8s.io"}
+    watches = {"pods", "nodes", "persistentvolumeclaims", "storageclasses.storage.k8s.io",
+               dra.CLAIMS, dra.SLICES, dra.CLASSES}
 
     def __init__(self, ctx):
         self.ctx = ctx
+        self._dra = None          # the DynamicResources state of the pod being scheduled
+        self._dra_pass = None
 
     def reconcile(self):
         store = self.ctx.store
@@ -70,8 +74,11 @@ class Scheduler:
                     acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
         pending.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        self._dra_pass = dra.Pass(self.ctx) if any(dra.has_claims(p) for p in pending) else None
         for pod in pending:
+            self._dra = None
             self._schedule(pod, nodes, used)
+        self._dra = self._dra_pass = None
 
     def _fit(self, pod, node, used):
         """None if the pod fits, else (reasons list, resources_only flag)."""
@@ -96,6 +103,12 @@ class Scheduler:
             return reasons, True
         if volume_node_conflict(self.ctx, pod, node):
             return [VOLUME_NODE_CONFLICT], False
+        if self._dra is not None:
+            failed = self._dra.filter(node)
+            if failed is not None:
+                if failed[1]:
+                    raise _FilterError(failed[0])
+                return [failed[0]], False     # UnschedulableAndUnresolvable: preemption cannot help
         return None
 
     def _schedule(self, pod, nodes, used):
@@ -103,6 +116,17 @@ class Scheduler:
         if problem is not None:
             self._unschedulable(pod, prefilter_message(len(nodes), problem))
             return
+        if dra.has_claims(pod):
+            self._dra = dra.PodState(self.ctx, pod, self._dra_pass or dra.Pass(self.ctx))
+            if self._dra.problem is not None:
+                self._unschedulable(pod, prefilter_message(len(nodes), self._dra.problem))
+                return
+        try:
+            self._schedule_nodes(pod, nodes, used)
+        except _FilterError as err:
+            self._unschedulable(pod, str(err), reason="SchedulerError")
+
+    def _schedule_nodes(self, pod, nodes, used):
         pinned = _pinned_nodes(pod["spec"])
         if pinned is not None:
             # NodeAffinity PreFilter: a matchFields metadata.name term (DaemonSet pods)
@@ -124,11 +148,11 @@ class Scheduler:
             message = "no nodes available to schedule pods"
         self._unschedulable(pod, message)
 
-    def _unschedulable(self, pod, message):
+    def _unschedulable(self, pod, message, reason="Unschedulable"):
         status = clone(pod.get("status") or {})
         status["phase"] = "Pending"
         status["conditions"] = set_condition(list(status.get("conditions") or []), "PodScheduled",
-                                             "False", "Unschedulable", message)
+                                             "False", reason, message)
         if write_status(self.ctx.store, "pods", pod, status) is not pod:
             self.ctx.event_once(pod, "FailedScheduling", message, "Warning")
 
@@ -148,7 +172,14 @@ class Scheduler:
         return None, failures, preempt
 
     def _bind(self, pod, node, used):
+        if self._dra is not None and not self._dra.prebind(self.ctx, node["metadata"]["name"]):
+            self.ctx.runtime.after(0.05)      # a claim changed meanwhile: the next pass retries
+            return
         bind(self.ctx, pod, node["metadata"]["name"], used)
+
+
+class _FilterError(Exception):
+    """A Filter plugin's error (not a node's unfitness): the scheduling attempt fails."""
 
 
 def insufficient(spec, node, used):

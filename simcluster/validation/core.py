@@ -155,11 +155,14 @@ def validate_pod_spec(spec, path, ctx, *, template_of=None):
             errs.extend(FieldError("Invalid value", vp, vname, m)
                         for m in names.dns1123_label(vname))
         volumes.add(vname)
+    pod_claims = _validate_pod_resource_claims(spec.get("resourceClaims"), path + ".resourceClaims", errs)
     seen = set()
     for key in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(key) or ()):
             cp = "%s.%s[%d]" % (path, key, i)
             errs.extend(_validate_container(c or {}, cp, ctx, seen, volumes))
+            _validate_container_claims(((c or {}).get("resources") or {}).get("claims"),
+                                       cp + ".resources.claims", pod_claims, errs)
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in RESTART_POLICIES:
         errs.append(FieldError("Unsupported value", path + ".restartPolicy", policy,
@@ -181,6 +184,58 @@ def validate_pod_spec(spec, path, ctx, *, template_of=None):
     for field in ("nodeSelector",):
         errs.extend(names.validate_labels(spec.get(field), path + "." + field))
     return errs
+
+
+class _Shown:
+    """A Go struct in a field error (printed by the real server with its fields)."""
+
+    def __str__(self):
+        return "object"
+
+
+def _validate_pod_resource_claims(claims, path, errs):
+    """validatePodResourceClaim: names (DNS labels, unique), exactly one source. Returns the names."""
+    out = set()
+    for i, claim in enumerate(claims or ()):
+        cp = "%s[%d]" % (path, i)
+        name = (claim or {}).get("name")
+        if not name:
+            errs.append(FieldError("Required value", cp + ".name"))
+        elif name in out:
+            errs.append(FieldError("Duplicate value", cp + ".name", name))
+        else:
+            errs.extend(FieldError("Invalid value", cp + ".name", name, m) for m in names.dns1123_label(name))
+            out.add(name)
+        by_name, by_template = (claim or {}).get("resourceClaimName"), (claim or {}).get("resourceClaimTemplateName")
+        if by_name is not None and by_template is not None:
+            errs.append(FieldError("Invalid value", cp, _Shown(), "at most one of `resourceClaimName` or "
+                                   "`resourceClaimTemplateName` may be specified"))
+        if by_name is None and by_template is None:
+            errs.append(FieldError("Invalid value", cp, _Shown(), "must specify one of: `resourceClaimName`, "
+                                   "`resourceClaimTemplateName`"))
+        for key, value in (("resourceClaimName", by_name), ("resourceClaimTemplateName", by_template)):
+            if value is not None:
+                errs.extend(FieldError("Invalid value", cp + "." + key, value, m)
+                            for m in names.dns1123_subdomain(value))
+    return out
+
+
+def _validate_container_claims(claims, path, pod_claims, errs):
+    """validateResourceClaimNames: each entry names a pod claim, (name, request) unique."""
+    keys = set()
+    for i, claim in enumerate(claims or ()):
+        name = (claim or {}).get("name")
+        if not name:
+            errs.append(FieldError("Required value", "%s[%d].name" % (path, i)))
+            continue
+        key = name + ("/" + claim["request"] if claim.get("request") else "")
+        if key in keys:
+            errs.append(FieldError("Duplicate value", "%s[%d]" % (path, i), key))
+        keys.add(key)
+        if name not in pod_claims:
+            detail = "must be one of the names in pod.spec.resourceClaims" + (
+                ": " + ", ".join(sorted(pod_claims)) if pod_claims else " which is empty")
+            errs.append(FieldError("Not found", "%s[%d].name" % (path, i), name, detail))
 
 
 def _validate_container(c, cp, ctx, seen, volumes):

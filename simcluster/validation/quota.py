@@ -134,6 +134,50 @@ def pvc_usage(pvc):
     return out
 
 
+CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+ALL_DEVICES = 32          # AllocationResultsMaxSize: what allocationMode All is charged
+
+
+def is_claim_key(key):
+    """Keys the ResourceClaim evaluator (evaluator/core/resource_claims.go) tracks; the old
+    `resourceclaims` alias is gone since resource.k8s.io v1beta1."""
+    return key == CLAIM_COUNT or key.endswith(DEVICE_CLASS_SUFFIX)
+
+
+def _request_devices(req):
+    mode = req.get("allocationMode") or "ExactCount"
+    if mode == "ExactCount":
+        return int(req.get("count") or 1)
+    if mode == "All":
+        return ALL_DEVICES
+    return 0        # an unknown mode (after a downgrade) is not charged
+
+
+def claim_usage(claim):
+    """{quota key: Quantity} one ResourceClaim consumes in 1.34: the count, and per DeviceClass the
+    devices its requests may take (allocationMode All: 32, the most an allocation holds; a
+    firstAvailable list: its worst subrequest per class). Admin access is charged too."""
+    out = {CLAIM_COUNT: ONE}
+    for req in (((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()):
+        if not isinstance(req, dict):
+            continue
+        if req.get("firstAvailable"):
+            worst = {}
+            for sub in req["firstAvailable"]:
+                key = (sub.get("deviceClassName") or "") + DEVICE_CLASS_SUFFIX
+                worst[key] = max(worst.get(key, 0), _request_devices(sub))
+            for key, n in worst.items():
+                out[key] = out.get(key, Quantity(0)) + Quantity(n)
+            continue
+        exact = req.get("exactly")
+        if not isinstance(exact, dict) or not exact.get("deviceClassName"):
+            continue
+        key = exact["deviceClassName"] + DEVICE_CLASS_SUFFIX
+        out[key] = out.get(key, Quantity(0)) + Quantity(_request_devices(exact))
+    return out
+
+
 def pod_counts(pod):
     """QuotaV1Pod: terminal pods stop counting."""
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
@@ -191,11 +235,12 @@ def hard_of(quota):
 def _unhandled(key):
     """Keys no evaluator tracks (limits.nvidia.com/gpu, nvidia.com/gpu): never used."""
     return not (is_pod_key(key) or key.startswith("count/") or key in LEGACY_COUNTS or is_pvc_key(key)
-                or key.startswith("services."))
+                or key.startswith("services.") or is_claim_key(key))
 
 
-def compute_used(quota, pods, counts, usage_of=None, pvcs=()):
-    """status.used of one quota. pods: live pods; counts: {count key: number}; pvcs: live claims.
+def compute_used(quota, pods, counts, usage_of=None, pvcs=(), claims=()):
+    """status.used of one quota. pods: live pods; counts: {count key: number}; pvcs: live claims;
+    claims: live ResourceClaims.
 
     usage_of(pod) may memoize pod_usage (admission caches it per resourceVersion).
     """
@@ -221,6 +266,14 @@ def compute_used(quota, pods, counts, usage_of=None, pvcs=()):
         for k in pvc_keys:
             if k in u:
                 used[k] = used[k] + u[k]
+    claim_keys = [k for k in hard if is_claim_key(k)]
+    for k in claim_keys:
+        used[k] = Quantity(0)
+    for claim in claims or ():
+        u = claim_usage(claim)
+        for k in claim_keys:
+            if k in u:
+                used[k] = used[k] + u[k]
     for k in hard:
         if k in used or _unhandled(k):
             continue
@@ -231,9 +284,9 @@ def compute_used(quota, pods, counts, usage_of=None, pvcs=()):
     return used
 
 
-def status_of(quota, pods, counts, usage_of=None, pvcs=()):
+def status_of(quota, pods, counts, usage_of=None, pvcs=(), claims=()):
     hard = (quota.get("spec") or {}).get("hard") or {}
-    used = compute_used(quota, pods, counts, usage_of, pvcs)
+    used = compute_used(quota, pods, counts, usage_of, pvcs, claims)
     return {"hard": dict(hard), "used": {k: str(v) for k, v in sorted(used.items())}}
 
 
