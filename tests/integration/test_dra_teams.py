@@ -1,11 +1,12 @@
-"""Teams, claims and the hand-over checks in DRA mode on the simulated cluster (tests/clusters/dra.yaml:
-Kubernetes 1.34, the GPUCluster stack and NVIDIA's DRA driver twin publishing ResourceSlices).
+"""Teams, claims and the hand-over checks in DRA mode on the simulated cluster (Kubernetes 1.34,
+resource.k8s.io/v1, the structured allocator, quota on claims), twice: with the DeviceClasses and
+ResourceSlices the driver publishes written by hand ("published"), and on tests/clusters/dra.yaml with the
+GPUCluster stack installed by gpu_operator.yml and the DRA driver twin publishing the slices ("driver").
 
-From an inventory with allocation_api dra: gpu_operator.yml installs the GPUCluster stack, tenants.yml gives
-each team its ResourceClaimTemplates and a quota on claims (re-run changed=0), verify.yml passes
-gpus-visible, cuda-test, wrong-node-excluded and quota-enforced with slices and claims. A pod with a claim
-for a MIG profile runs on the node whose slices have it and stays Pending on a node without it; a claim over
-the team's quota is refused with the API server's message; a quota on nvidia.com/gpu is refused in DRA mode.
+tenants.yml gives each team its ResourceClaimTemplates and a quota on claims (re-run changed=0), verify.yml
+passes gpus-visible, cuda-test, wrong-node-excluded and quota-enforced with slices and claims. A pod with a
+claim for a MIG profile runs on the node whose slices have it and stays Pending on a node without it; a claim
+over the team's quota is refused with the API server's message; a quota on nvidia.com/gpu is refused in DRA mode.
 """
 
 import json
@@ -27,7 +28,7 @@ DRA_CLUSTER = os.path.join(CLUSTERS, "dra.yaml")
 GPU_KEY = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
 MIG_KEY = "mig.nvidia.com.deviceclass.resource.k8s.io/devices"
 TEAMS = [
-    {"name": "team-a", "quota": {GPU_KEY: 4, "count/resourceclaims.resource.k8s.io": 8},
+    {"name": "team-a", "quota": {GPU_KEY: 2, "count/resourceclaims.resource.k8s.io": 8},
      "claim_templates": [{"name": "gpu", "gpus": 1}, {"name": "h100x2", "gpus": 2, "product": "NVIDIA H100 80GB HBM3"}]},
     {"name": "team-b", "quota": {GPU_KEY: 0, MIG_KEY: 2},
      "claim_templates": [{"name": "mig-1g.10gb", "mig_profile": "1g.10gb"}]},
@@ -46,11 +47,10 @@ def _plan(nodes):
     return json.loads(json.dumps(driver_plan(hosts)))
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The simulated cluster with the GPUCluster stack installed through the gpu_operator role."""
+def _driver_site(tmp_path_factory):
+    """tests/clusters/dra.yaml with the GPUCluster stack installed through the gpu_operator role."""
     if not os.path.exists(DRA_CLUSTER):
-        pytest.skip("tests/clusters/dra.yaml is not there (the simulator's DRA support)")
+        pytest.skip("tests/clusters/dra.yaml is not there (the simulator's DRA driver twin)")
     with open(DRA_CLUSTER) as fh:
         nodes = [n for n in (yaml.safe_load(fh) or {}).get("nodes") or [] if n.get("gpus")]
     work = tmp_path_factory.mktemp("sim-dra-teams")
@@ -62,13 +62,75 @@ def site(tmp_path_factory):
                              gpu_operator_dra_experimental=True, gpu_operator_wait_timeout=120)
         res = operator_play(sim, settings)
         assert res.rc == 0, "\n".join(res.failure_messages())
+    except BaseException:
+        sim.stop()
+        raise
+    return sim, nodes
+
+
+# What the driver publishes, written by hand: the DeviceClasses of manifests/state-dra-driver and one
+# ResourceSlice per node with the kubelet plugin's attributes (a whole-GPU node, a node with MIG set on the
+# host, an L40S node), for a cluster without the operator twin's DRA stack.
+PUBLISHED_NODES = [
+    {"name": "gpu-h100-1", "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 2, "memory_mib": 81559},
+     "host_driver": "580.95.05", "cpu": "64", "memory": "512Gi"},
+    {"name": "gpu-h100-mig-1", "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 1, "memory_mib": 81559},
+     "host_driver": "580.95.05", "cpu": "64", "memory": "512Gi"},
+    {"name": "cpu-1", "cpu": "16", "memory": "64Gi"}]
+
+
+def _device(name, kind, uuid, profile=None, parent=None):
+    attrs = {"type": {"string": kind}, "uuid": {"string": uuid}, "productName": {"string": "NVIDIA H100 80GB HBM3"}}
+    if profile:
+        attrs.update(profile={"string": profile}, parentUUID={"string": parent})
+    return {"name": name, "attributes": attrs}
+
+
+def _published():
+    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
+                                                              "device.attributes['gpu.nvidia.com'].type == '%s'" % t}}]}}
+               for name, t in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))]
+    devices = {"gpu-h100-1": [_device("gpu-0", "gpu", "GPU-a0"), _device("gpu-1", "gpu", "GPU-a1")],
+               "gpu-h100-mig-1": [_device("gpu-0-mig-1g10gb-19-%d" % i, "mig", "MIG-%d" % i, "1g.10gb", "GPU-m0")
+                                  for i in range(2)]}
+    slices = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "%s-gpu.nvidia.com" % node},
+               "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": found}}
+              for node, found in sorted(devices.items())]
+    return classes + slices
+
+
+def _published_site(tmp_path_factory):
+    work = tmp_path_factory.mktemp("sim-dra-published")
+    path = work / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"kubernetes_version": "v1.34.2", "nodes": PUBLISHED_NODES}))
+    sim = simtesting.start(str(path), str(work / "run"))
+    for obj in _published():
+        sim.run(os.path.join(BIN, "kubectl"), "apply", "-f", "-", input=json.dumps(obj))
+    return sim, [n for n in PUBLISHED_NODES if n.get("gpus")]
+
+
+@pytest.fixture(scope="module", params=["published", "driver"])
+def site(request, tmp_path_factory):
+    sim, nodes = (_driver_site if request.param == "driver" else _published_site)(tmp_path_factory)
+    try:
         yield sim, nodes, tmp_path_factory
     finally:
         sim.stop()
 
 
-def kubectl(sim, *args, check=True):
-    return sim.run(os.path.join(BIN, "kubectl"), *args, check=check)
+def _mig_node(nodes):
+    return [n["name"] for n in nodes if n.get("mig_config") or "mig" in n["name"]][0]
+
+
+def _whole_node(nodes):
+    return [n["name"] for n in nodes if not (n.get("mig_config") or "mig" in n["name"])][0]
+
+
+def kubectl(sim, *args, check=True, **kw):
+    return sim.run(os.path.join(BIN, "kubectl"), *args, check=check, **kw)
 
 
 def kget(sim, *args):
@@ -91,7 +153,7 @@ def test_tenants_render_claim_templates_and_quota_then_rerun_unchanged(site):
     assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
         {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]
     quota = kget(sim, "resourcequota", "tenant-quota", "-n", "team-a")
-    assert quota["spec"]["hard"][GPU_KEY] == "4"
+    assert quota["spec"]["hard"][GPU_KEY] == "2"
     again = run(sim, factory, "tenants.yml", TEAMS)
     assert again.rc == 0 and again.changed() == 0, again.changed_tasks()
 
@@ -133,10 +195,10 @@ def test_mig_claim_runs_where_the_slices_have_it_and_waits_elsewhere(site):
     sim, nodes, factory = site
     assert run(sim, factory, "tenants.yml", TEAMS).rc == 0
     for pod in (_pod("mig-anywhere", "team-b", "mig-1g.10gb"), _pod("mig-wrong", "team-b", "mig-1g.10gb",
-                                                                      node="gpu-h100-1")):
+                                                                      node=_whole_node(nodes))):
         kubectl(sim, "apply", "-f", "-", input=json.dumps(pod))
     ran = _wait(sim, "team-b", "mig-anywhere", lambda p: p["status"].get("phase") in ("Running", "Succeeded"))
-    assert ran["spec"]["nodeName"] == "gpu-h100-mig-1", ran["status"]
+    assert ran["spec"]["nodeName"] == _mig_node(nodes), ran["status"]
     waiting = _wait(sim, "team-b", "mig-wrong",
                     lambda p: any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                                   for c in p["status"].get("conditions") or []))
@@ -151,12 +213,12 @@ def test_claim_over_the_team_quota_is_refused_with_the_real_message(site):
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
              "metadata": {"name": "too-many", "namespace": "team-a"},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 5}}]}}}
+                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 3}}]}}}
     res = kubectl(sim, "create", "-f", "-", input=json.dumps(claim), check=False)
     assert res.returncode != 0
     assert 'resourceclaims.resource.k8s.io "too-many" is forbidden: exceeded quota: tenant-quota' in res.stderr, \
         res.stderr
-    assert "requested: %s=5" % GPU_KEY in res.stderr
+    assert "requested: %s=3" % GPU_KEY in res.stderr
 
 
 def test_verify_passes_the_gpu_checks_with_slices_and_claims(site):
