@@ -74,3 +74,11 @@ def test_queue_backends_get_the_node_gpus_as_an_exact_count():
         assert (claim["allocation_mode"], claim["count"]) == ("ExactCount", 8)
         text = render("claim-node-gpus-job", jobs(design(backend))[("team-a", "claim-node-gpus-job")])
         assert text[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 8
+
+
+def test_rendered_claim_templates_pass_the_api_validation():
+    from simcluster.validation import resource as api
+    found = jobs(design())
+    for key in (("team-a", "claim-gpu-job"), ("team-a", "claim-node-gpus-job"), ("team-b", "claim-mig-job")):
+        rct = render(key[1], found[key])[0]
+        assert api.validate_claim_template(rct, None) == [], rct

@@ -155,3 +155,18 @@ def test_dra_mode_needs_resource_api():
     with pytest.raises(DomainError) as err:
         run(kube, [{"name": "team-a"}])
     assert "the cluster does not serve resource.k8s.io/v1 (Kubernetes serves DRA from 1.34)" in str(err.value)
+
+
+def test_rendered_templates_pass_the_api_validation_and_its_defaults_change_nothing():
+    """The simulator's port of pkg/apis/resource/validation: no field error, and the server's defaulting
+    leaves the spec as rendered (so a re-run compares equal)."""
+    import copy as _copy
+    from simcluster.validation import resource as api
+    team = {"name": "team-b", "quota": {GPU_KEY: 32, MIG_KEY: 4}, "claim_templates": [
+        {"name": "mig-1g.10gb", "mig_profile": "1g.10gb"}, {"name": "node-gpus", "all_gpus": True},
+        {"name": "h100x2", "gpus": 2, "product": "NVIDIA H100 80GB HBM3"}]}
+    for obj in rcts(team).values():
+        assert api.validate_claim_template(obj, None) == [], obj
+        defaulted = _copy.deepcopy(obj)
+        api.default("resourceclaimtemplates.resource.k8s.io", defaulted)
+        assert defaulted["spec"] == obj["spec"]
