@@ -26,6 +26,7 @@ DEFAULT_TIMINGS = {
     "mpi_launch_timeout": 0.5,  # nccl-tests launcher: how long mpirun waits for its workers
     "load_tick": 0.05,        # load.py twin: wall seconds per simulated second of its run
     "train_step": 0.05,       # acceptance programs: wall seconds per simulated second (one training step)
+    "dra_wipe_delay": 0.3,    # kubelet: a DRA driver's slices go this long after its plugin stops (real: 30 s)
 }
 FAULTS = {
     "operator_validator_crashloop": list,   # node names: validator pod in Init:CrashLoopBackOff

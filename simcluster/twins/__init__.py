@@ -8,9 +8,10 @@ controller's.
 """
 
 from .acceptance_programs import AcceptancePrograms
-from .context import CLUSTER_POLICIES, Ctx
+from .context import CLUSTER_POLICIES, GPU_CLUSTERS, Ctx
 from .device_plugin import DevicePlugin
 from .dra import ResourceClaimController, kubelet_hook as dra_kubelet_hook
+from .dra_driver import DraDriver
 from .gpu_operator import GpuOperator
 from .kai import KaiConfigDeployer, KaiOperator, KaiPodGrouper
 from .kai_scheduler import KaiScheduler
@@ -59,6 +60,7 @@ def build(store, spec):
     ctx.operator = GpuOperator(ctx)
     ctx.mig = MigManager(ctx)
     ctx.plugin = DevicePlugin(ctx)
+    ctx.dra_driver = DraDriver(ctx)
     ctx.kubelet = Kubelet(ctx)
     ctx.kubelet.hooks.append(dra_kubelet_hook(ctx))     # claims are prepared before any container starts
     ctx.kubelet.hooks += [ctx.plugin.pod_hook, ctx.operator.pod_hook, KaiConfigDeployer(ctx).pod_hook,
@@ -66,9 +68,9 @@ def build(store, spec):
     # What each full-pass twin reads (runtime.py): a change elsewhere (a flood of new
     # namespaces, say) no longer runs them. The kubelet is keyed and declares its own.
     ctx.operator.unwatched = {"namespaces"}
-    ctx.mig.watches = ctx.plugin.watches = {"nodes", "pods", CLUSTER_POLICIES, "deployments.apps"}
+    ctx.mig.watches = ctx.plugin.watches = {"nodes", "pods", CLUSTER_POLICIES, GPU_CLUSTERS, "deployments.apps"}
     # order matters only for speed of convergence: observers first, then writers of pods
-    runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin,
+    runtime.controllers = [GarbageCollector(ctx), ctx.nodes, ctx.operator, ctx.mig, ctx.plugin, ctx.dra_driver,
                            Deployments(ctx), ReplicaSets(ctx), DaemonSets(ctx), StatefulSets(ctx),
                            Kueue(ctx), Jobs(ctx), PersistentVolumes(ctx), ResourceClaimController(ctx), Scheduler(ctx), KaiOperator(ctx), KaiPodGrouper(ctx),
                            KaiScheduler(ctx),

@@ -4,6 +4,8 @@ from ..errors import ApiError
 from .runtime import Informer
 
 CLUSTER_POLICIES = "clusterpolicies.nvidia.com"
+# the DRA stack's CR (nvidia.com/v1alpha1 GPUCluster): served once the chart's CRD is applied
+GPU_CLUSTERS = "gpuclusters.nvidia.com"
 # What makes a pod "the GPU Operator" here: its container runs the operator binary
 # (the chart's Deployment: `command: ["gpu-operator"]`). Labels are the chart's business;
 # a real operator reconciles whatever its Deployment is labelled.
@@ -110,6 +112,12 @@ class Ctx:
 
     def cluster_policies(self):
         return sorted(self.list(CLUSTER_POLICIES),
+                      key=lambda o: (o["metadata"].get("creationTimestamp") or "",
+                                     o["metadata"]["name"]))
+
+    def gpu_clusters(self):
+        """GPUCluster objects, oldest first; [] while the CRD is not installed."""
+        return sorted(self.list(GPU_CLUSTERS),
                       key=lambda o: (o["metadata"].get("creationTimestamp") or "",
                                      o["metadata"]["name"]))
 

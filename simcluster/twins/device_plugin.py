@@ -302,6 +302,12 @@ class DevicePlugin:
     def reconcile(self):
         op = self.ctx.operator
         if op.policy is None:
+            if op.gpu_cluster is not None:
+                # DRA stack: no device plugin runs, GPUs are ResourceSlice devices; a plugin
+                # that ran before leaves its extended resources at allocatable 0
+                for node, facts in self.ctx.facts.items():
+                    if facts.get("gpus"):
+                        self._node_resources(node, None, False)
             return
         live = {p["metadata"]["uid"] for p in op.pods.values()}
         for uid in list(self.snapshots):

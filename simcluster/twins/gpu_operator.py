@@ -26,7 +26,8 @@ import tarfile
 import yaml
 
 from ..errors import ApiError
-from .context import CLUSTER_POLICIES
+from . import gpu_cluster as gc_state
+from .context import CLUSTER_POLICIES, GPU_CLUSTERS
 from .util import clone, fnv32a, owner_ref, patch_labels, set_condition, write_status
 
 DEPLOY = "nvidia.com/gpu.deploy."
@@ -80,6 +81,16 @@ OPERANDS = [
         ["nvidia-node-status-exporter"], enabled=False),
 ]
 BY_DS = {o["ds"]: o for o in OPERANDS}
+# DaemonSets of the GPUCluster (DRA) stack whose pods the twin follows
+DRA_DS = {gc_state.KUBELET_PLUGIN, gc_state.VALIDATOR, gc_state.EXPORTER, gc_state.DCGM}
+OPERAND_DS = set(BY_DS) | DRA_DS
+# kind -> store resource of what the GPUCluster states render
+RESOURCE_OF = {"DeviceClass": "deviceclasses.resource.k8s.io", "DaemonSet": "daemonsets.apps",
+               "Deployment": "deployments.apps", "Service": "services",
+               "ResourceClaimTemplate": "resourceclaimtemplates.resource.k8s.io",
+               "ValidatingAdmissionPolicy": "validatingadmissionpolicies.admissionregistration.k8s.io",
+               "ValidatingAdmissionPolicyBinding":
+                   "validatingadmissionpolicybindings.admissionregistration.k8s.io"}
 # env variable of the operator pod each component's image falls back to (gpuv1.ImagePath)
 IMAGE_ENV = {"driver": "DRIVER_IMAGE", "toolkit": "CONTAINER_TOOLKIT_IMAGE",
              "validator": "VALIDATOR_IMAGE", "devicePlugin": "DEVICE_PLUGIN_IMAGE",
@@ -112,6 +123,7 @@ def image_path(repository, image, version):
 # version, whose crds/ (and the NFD subchart's crds/) are what that image holds.
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 MANAGE_CRDS = "manage-crds"
+CLEANUP_GPUCLUSTERS = "cleanup-gpuclusters"
 IMAGE_CRD_DIR = "/opt/gpu-operator/"
 
 
@@ -146,6 +158,7 @@ class GpuOperator:
         self.ctx = ctx
         self.namespace = None
         self.policy = None
+        self.gpu_cluster = None     # the GPUCluster reconciled (DRA stack), None in ClusterPolicy mode
         self.ready_pods = set()     # (ds name, node) of Ready operand pods, from the last pass
         self.pods = {}              # (ds name, node) -> pod
         self.node_labels = {}      # node -> labels, from the last pass
@@ -185,15 +198,32 @@ class GpuOperator:
         ctx = self.ctx
         self.operator_pod = ctx.operator_pod()
         policies = ctx.cluster_policies()
-        if self.operator_pod is None or not policies:
+        clusters = ctx.gpu_clusters()
+        if self.operator_pod is None or not (policies or clusters):
             self.policy = None
+            self.gpu_cluster = None
             return
         # OPERATOR_NAMESPACE comes from the pod's own namespace (fieldRef metadata.namespace)
         self.namespace = self.operator_pod["metadata"]["namespace"]
-        self.policy = policies[0]        # extra ClusterPolicies are ignored (in memory only)
         nodes = ctx.list("nodes")
         self.node_labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
                              for n in nodes}
+        if policies and clusters:
+            # both controllers refuse to act and leave what is deployed as it is; the node
+            # labelling controller errors out too
+            self.policy, self.gpu_cluster = policies[0], clusters[0]
+            self._cache_pods()
+            if clusters[0]["metadata"].get("deletionTimestamp"):
+                # the GPUCluster controller handles a deletion before checking prerequisites
+                self._delete_gpu_cluster(clusters[0])
+            return self._refuse_both(policies[0], clusters[0])
+        if clusters:
+            self.policy = None
+            self.gpu_cluster = clusters[0]
+            self._cache_pods()
+            return self._reconcile_gpu_cluster(nodes)
+        self.gpu_cluster = None
+        self.policy = policies[0]        # extra ClusterPolicies are ignored (in memory only)
         self._cache_pods()
         self._runtime_classes()
         if self.spec().get("psa", {}).get("enabled"):
@@ -236,7 +266,7 @@ class GpuOperator:
         self.pods = {}
         for pod in self.ctx.list("pods", self.namespace):
             ref = next((r for r in pod["metadata"].get("ownerReferences") or []
-                        if r.get("kind") == "DaemonSet" and r.get("name") in BY_DS), None)
+                        if r.get("kind") == "DaemonSet" and r.get("name") in OPERAND_DS), None)
             node = pod["spec"].get("nodeName")
             if ref is None or not node:
                 continue
@@ -263,6 +293,11 @@ class GpuOperator:
                 want[label] = "false"
             elif not have.get(label):
                 want[label] = "true"
+        for label in gc_state.DRA_ONLY_LABELS:
+            # the DRA stack's labels go when the ClusterPolicy takes over; the kubelet plugin's
+            # only once no pod on the node still holds a gpu.nvidia.com claim it must unprepare
+            if label in have and not (label == gc_state.DRA_DRIVER_LABEL and self.node_has_gpu_claims(name)):
+                want[label] = None
         if mig_capable and not have.get(MIG_CONFIG):
             default = ((self.spec().get("migManager") or {}).get("config") or {}).get("default")
             want[MIG_CONFIG] = default or "all-disabled"
@@ -279,6 +314,204 @@ class GpuOperator:
                           for s in (pod.get("status") or {}).get("initContainerStatuses") or [])
             if started and self.node_labels.get(node, {}).get(DEPLOY + "driver") == "true":
                 patch_labels(self.ctx.store, "nodes", None, node, {DEPLOY + "driver": "pre-installed"})
+
+    # -- GPUCluster (DRA stack) ----------------------------------------------------------------
+    def node_has_gpu_claims(self, node):
+        """A pod on the node (terminating ones included, finished ones not) holds a claim that
+        gpu.nvidia.com allocated, or one that cannot be read (counted: overcounting only delays)."""
+        for pod in self.ctx.pods_on(node):
+            st = pod.get("status") or {}
+            if st.get("phase") in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
+                continue
+            names = {s.get("name"): s.get("resourceClaimName")
+                     for s in st.get("resourceClaimStatuses") or []}
+            for ref in pod["spec"].get("resourceClaims") or []:
+                claim_name = ref.get("resourceClaimName") or names.get(ref.get("name"))
+                if not claim_name:
+                    continue
+                claim = self.ctx.get_cached("resourceclaims.resource.k8s.io", claim_name,
+                                            pod["metadata"].get("namespace"))
+                if claim is None:
+                    return True
+                results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}) \
+                    .get("results") or []
+                if any(r.get("driver") == gc_state.DRIVER for r in results):
+                    return True
+        return False
+
+    def _refuse_both(self, policy, cluster):
+        """ClusterPolicy and GPUCluster together: each controller reports the other and stops."""
+        msg = ('conflicting GPUCluster resource "%s" detected; ClusterPolicy and GPUCluster cannot '
+               'co-exist' % cluster["metadata"]["name"])
+        self._write_status(CLUSTER_POLICIES, policy, "notReady", "ReconcileFailed", msg, error=True)
+        self.ctx.event_once(policy, "NotReady", "ClusterPolicy notReady: " + msg, "Warning")
+        if cluster["metadata"].get("deletionTimestamp"):
+            return
+        msg = ('A ClusterPolicy CR "%s" exists; a ClusterPolicy CR and GPUCluster CR may not exist at '
+               'the same time' % policy["metadata"]["name"])
+        self._write_status(GPU_CLUSTERS, cluster, "notReady", "PrerequisiteNotMet", msg, error=True)
+
+    def _reconcile_gpu_cluster(self, nodes):
+        gc = self.gpu_cluster
+        if gc["metadata"].get("deletionTimestamp"):
+            return self._delete_gpu_cluster(gc)
+        if gc_state.FINALIZER not in (gc["metadata"].get("finalizers") or []):
+            fins = list(gc["metadata"].get("finalizers") or []) + [gc_state.FINALIZER]
+            try:
+                gc = self.gpu_cluster = self.ctx.store.merge_patch(
+                    GPU_CLUSTERS, None, gc["metadata"]["name"], {"metadata": {"finalizers": fins}})
+            except ApiError:
+                return self.ctx.runtime.after(0.05)
+        # the operand claim templates ask for adminAccess, which the scheduler allows only in a
+        # namespace labelled for it; the label is never removed
+        patch_labels(self.ctx.store, "namespaces", None, self.namespace, {gc_state.ADMIN_ACCESS_LABEL: "true"})
+        for node in nodes:
+            self._label_dra_node(node)
+        registry = getattr(self.ctx.store, "registry", None)
+        if registry is not None and registry.lookup("resource.k8s.io", "v1", "deviceclasses") is None:
+            return self._write_status(
+                GPU_CLUSTERS, gc, "notReady", "ReconcileFailed",
+                "Error syncing state state-dra-driver: failed to create k8s objects from manifests: failed "
+                "to get DRA resource apiVersion: the resource.k8s.io DeviceClass API is not served by the "
+                "cluster; ensure Dynamic Resource Allocation is enabled on the API server and kubelet",
+                error=True)
+        not_ready, errors = [], []
+        for state, objs, error in gc_state.render_states(gc.get("spec") or {}, self.namespace, self.operator_env):
+            if error:
+                errors.append("Error syncing state %s: %s" % (state, error))
+                continue
+            if not objs:
+                self._remove_state(state)
+                continue
+            ready = True
+            for obj in objs:
+                if not self._apply_owned(obj, gc):
+                    ready = False
+            if not ready:
+                not_ready.append(state)
+        if errors:
+            return self._write_status(GPU_CLUSTERS, gc, "notReady", "ReconcileFailed", errors[0], error=True)
+        if not_ready:
+            return self._write_status(GPU_CLUSTERS, gc, "notReady", "OperandNotReady",
+                                      "Waiting for operand pods to be ready", error=True)
+        return self._write_status(GPU_CLUSTERS, gc, "ready", "Reconciled",
+                                  "All resources have been successfully reconciled")
+
+    def _label_dra_node(self, node):
+        """The node labelling controller with a GPUCluster: gpu.present from NFD, the DRA
+        stack's deploy labels where absent or empty (a set value, e.g. paused by the driver
+        manager, sticks), the device-plugin stack's own deploy labels swept away."""
+        have = node["metadata"].get("labels") or {}
+        if not is_gpu_node(node):
+            if have.get(PRESENT) == "true":
+                want = {PRESENT: "false"}
+                want.update({k: None for k in have if k.startswith(DEPLOY)})
+                patch_labels(self.ctx.store, "nodes", None, node["metadata"]["name"], want, current=node)
+            return
+        want = {PRESENT: "true"}
+        for label in gc_state.DEVICE_PLUGIN_ONLY_LABELS:
+            if label in have:
+                want[label] = None
+        for label in gc_state.STATE_LABELS:
+            if not have.get(label):
+                want[label] = "true"
+        patch_labels(self.ctx.store, "nodes", None, node["metadata"]["name"], want, current=node)
+
+    def _apply_owned(self, obj, owner):
+        """Create or update one rendered object (hash annotation as for the operand DaemonSets);
+        True when it exists and, for a DaemonSet or Deployment, is ready as the operator counts it."""
+        store = self.ctx.store
+        resource = RESOURCE_OF[obj["kind"]]
+        obj = clone(obj)
+        meta = obj["metadata"]
+        ns = meta.get("namespace")
+        digest = str(fnv32a(json.dumps(obj, sort_keys=True)))
+        meta.setdefault("annotations", {})[LAST_APPLIED] = digest
+        meta["ownerReferences"] = [owner_ref(owner, gc_state.KIND, gc_state.GROUP_VERSION)]
+        cur = store.get(resource, ns, meta["name"])
+        try:
+            if cur is None:
+                cur = store.create(resource, obj)
+            elif (cur["metadata"].get("annotations") or {}).get(LAST_APPLIED) != digest:
+                new = clone(cur)
+                for key in ("spec", "data"):
+                    if key in obj:
+                        new[key] = obj[key]
+                new["metadata"].setdefault("labels", {}).update(meta.get("labels") or {})
+                new["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+                new["metadata"]["ownerReferences"] = meta["ownerReferences"]
+                cur = store.update(resource, new)
+        except ApiError as err:
+            if err.code == 409:
+                self.ctx.runtime.after(0.05)
+                return False
+            self.ctx.event_once(owner, "FailedCreate", err.message, "Warning")
+            return False
+        if obj["kind"] == "DaemonSet":
+            return self._ds_ready_dra(cur)
+        if obj["kind"] == "Deployment":
+            st = cur.get("status") or {}
+            want = cur["spec"].get("replicas", 1)
+            return (st.get("observedGeneration", 0) >= cur["metadata"].get("generation", 1)
+                    and st.get("updatedReplicas", 0) == want and st.get("availableReplicas", 0) == want)
+        return True
+
+    @staticmethod
+    def _ds_ready_dra(ds):
+        """stateSkel.isDaemonSetReady: zero desired once observed, else all available and updated."""
+        st = ds.get("status") or {}
+        if st.get("observedGeneration", 0) < ds["metadata"].get("generation", 1):
+            return False
+        desired = st.get("desiredNumberScheduled", 0)
+        if desired == 0:
+            return st.get("numberMisscheduled", 0) == 0 and st.get("currentNumberScheduled", 0) == 0
+        return desired == st.get("numberAvailable", 0) == st.get("updatedNumberScheduled", 0)
+
+    def _remove_state(self, state):
+        """A state switched off (dcgm, dcgm-exporter): its workloads go."""
+        names = {"state-dcgm": [("daemonsets.apps", gc_state.DCGM), ("services", gc_state.DCGM),
+                                ("resourceclaimtemplates.resource.k8s.io", "nvidia-dcgm-admin")],
+                 "state-dcgm-exporter": [("daemonsets.apps", gc_state.EXPORTER), ("services", gc_state.EXPORTER),
+                                         ("resourceclaimtemplates.resource.k8s.io", "nvidia-dcgm-exporter-admin")]}
+        for resource, name in names.get(state, []):
+            if self.ctx.get_cached(resource, name, self.namespace) is None:
+                continue
+            try:
+                self.ctx.store.delete(resource, self.namespace, name)
+            except ApiError:
+                pass
+
+    def _delete_gpu_cluster(self, gc):
+        """reconcileDelete: DaemonSets whose pods hold claims go first (foreground), the finalizer
+        once they are gone, so the kubelet plugin outlives the pods it must unprepare."""
+        if gc_state.FINALIZER not in (gc["metadata"].get("finalizers") or []):
+            return
+        draining = []
+        uid = gc["metadata"].get("uid")
+        for ds in self.ctx.list("daemonsets.apps", self.namespace):
+            owned = any(r.get("uid") == uid and r.get("controller")
+                        for r in ds["metadata"].get("ownerReferences") or [])
+            if not owned or not ((ds["spec"].get("template") or {}).get("spec") or {}).get("resourceClaims"):
+                continue
+            draining.append(ds["metadata"]["name"])
+            if not ds["metadata"].get("deletionTimestamp"):
+                try:
+                    self.ctx.store.delete("daemonsets.apps", self.namespace, ds["metadata"]["name"],
+                                          propagation="Foreground")
+                except TypeError:
+                    self.ctx.store.delete("daemonsets.apps", self.namespace, ds["metadata"]["name"])
+                except ApiError:
+                    pass
+        if draining:
+            self.ctx.event_once(gc, "DrainingClaimConsumers", "Waiting for ResourceClaim-consuming "
+                                "DaemonSet(s) to terminate: %s" % ", ".join(sorted(draining)))
+            return self.ctx.runtime.after(0.2)
+        fins = [f for f in gc["metadata"].get("finalizers") or [] if f != gc_state.FINALIZER]
+        try:
+            self.ctx.store.merge_patch(GPU_CLUSTERS, None, gc["metadata"]["name"],
+                                       {"metadata": {"finalizers": fins or None}})
+        except ApiError:
+            pass
 
     # -- DaemonSets -------------------------------------------------------------------------
     def operator_env(self, name):
@@ -509,6 +742,20 @@ class GpuOperator:
             pass
 
     # -- status -----------------------------------------------------------------------------
+    def _write_status(self, resource, obj, state, reason, message, error=False):
+        """state + namespace, then Ready/Error as the conditions updaters set them."""
+        old = clone(obj.get("status") or {})
+        conds = clone(old.get("conditions") or [])
+        if error:
+            set_condition(conds, "Ready", "False", "Error", "")
+            set_condition(conds, "Error", "True", reason, message)
+        else:
+            set_condition(conds, "Ready", "True", reason, message)
+            set_condition(conds, "Error", "False", "Ready", "")
+        status = dict(old, state=state, namespace=self.namespace, conditions=conds)
+        write_status(self.ctx.store, resource, obj, status)
+        return status
+
     def _status(self, state, reason, message, error=False):
         cp = self.policy
         old = clone(cp.get("status") or {})
@@ -579,15 +826,47 @@ class GpuOperator:
         if new != cur:
             store.update(CRD_RESOURCE, new)
 
+    # -- the chart's pre-delete hook for the GPUCluster (operator image, /usr/bin/cleanup-gpuclusters) --
+    def _cleanup_gpuclusters(self, pod, elapsed):
+        """Delete the chart's GPUCluster and wait until it is gone (the operator, still running
+        during a pre-delete hook, drains and drops its finalizer), 5 minutes at most."""
+        c = next(c for c in pod["spec"]["containers"]
+                 if (c.get("command") or [""])[0].rsplit("/", 1)[-1] == CLEANUP_GPUCLUSTERS)
+        argv = list(c.get("command") or [])[1:] + list(c.get("args") or [])
+        name = argv[argv.index("--gpucluster-name") + 1] if "--gpucluster-name" in argv[:-1] else "gpu-cluster"
+        store = self.ctx.store
+        registry = getattr(store, "registry", None)
+        if registry is not None and registry.get(GPU_CLUSTERS) is None:
+            return {"kind": "complete", "exit": 0, "logs": {
+                c["name"]: "level=info msg=\"GPUCluster CRD not installed, nothing to delete\"\n"}}
+        cur = store.get(GPU_CLUSTERS, None, name)
+        if cur is None:
+            return {"kind": "complete", "exit": 0, "logs": {
+                c["name"]: "level=info msg=\"GPUCluster %s deleted\"\n" % name}}
+        if elapsed > 300:
+            return {"kind": "complete", "exit": 1, "logs": {
+                c["name"]: "level=error msg=\"timed out waiting for GPUCluster %s to be deleted: context "
+                           "deadline exceeded\"\n" % name}}
+        if not cur["metadata"].get("deletionTimestamp"):
+            try:
+                store.delete(GPU_CLUSTERS, None, name)
+            except ApiError:
+                pass
+        return {"kind": "run", "ready": False, "retry": 0.2, "logs": {
+            c["name"]: "level=info msg=\"Deleting GPUCluster %s\"\nlevel=info msg=\"Waiting for GPUCluster %s "
+                       "to be deleted\"\n" % (name, name)}}
+
     # -- kubelet hook: how operand pods behave on a node -----------------------------------------
     def pod_hook(self, pod, elapsed):
-        if any((c.get("command") or [""])[0].rsplit("/", 1)[-1] == MANAGE_CRDS
-               for c in pod["spec"].get("containers") or []):
+        commands = [(c.get("command") or [""])[0].rsplit("/", 1)[-1] for c in pod["spec"].get("containers") or []]
+        if MANAGE_CRDS in commands:
             return self._manage_crds(pod)
-        if self.policy is None or pod["metadata"].get("namespace") != self.namespace:
+        if CLEANUP_GPUCLUSTERS in commands:
+            return self._cleanup_gpuclusters(pod, elapsed)
+        if (self.policy is None and self.gpu_cluster is None) or pod["metadata"].get("namespace") != self.namespace:
             return None
         ref = next((r for r in pod["metadata"].get("ownerReferences") or []
-                    if r.get("kind") == "DaemonSet" and r.get("name") in BY_DS), None)
+                    if r.get("kind") == "DaemonSet" and r.get("name") in OPERAND_DS), None)
         if ref is None:
             return None
         t = self.ctx.timings
@@ -597,6 +876,16 @@ class GpuOperator:
             return {"kind": "creating", "retry": start - elapsed + 0.001}
         ds = ref["name"]
         facts = self.ctx.facts.get(node) or {}
+        if ds == gc_state.KUBELET_PLUGIN:
+            # driver-validation (WITH_WAIT) waits for a driver: the host's or the driver container's
+            if not self.driver_ready(node):
+                return {"kind": "init_wait", "done": 0, "logs": {
+                    "driver-validation": "time=\"now\" level=info msg=\"waiting for the NVIDIA driver to be "
+                    "ready\"\n"}}
+            return {"kind": "run", "logs": {"gpus": "Starting DRA kubelet plugin for driver gpu.nvidia.com "
+                                                    "on node %s\n" % node}}
+        if ds in DRA_DS:
+            return {"kind": "run"}
         if ds == "nvidia-driver-daemonset":
             if facts.get("host_driver"):
                 return {"kind": "init_wait", "done": 0, "logs": {
