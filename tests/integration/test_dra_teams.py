@@ -11,7 +11,6 @@ over the team's quota is refused with the API server's message; a quota on nvidi
 
 import json
 import os
-import shutil
 import time
 
 import pytest
@@ -54,9 +53,7 @@ def _driver_site(tmp_path_factory):
     with open(DRA_CLUSTER) as fh:
         nodes = [n for n in (yaml.safe_load(fh) or {}).get("nodes") or [] if n.get("gpus")]
     work = tmp_path_factory.mktemp("sim-dra-teams")
-    path = str(work / "cluster.yaml")
-    shutil.copy(DRA_CLUSTER, path)
-    sim = simtesting.start(path, str(work / "run"))
+    sim = simtesting.start(DRA_CLUSTER, str(work / "run"))     # its paths (CRDs, mig-parted) are relative
     try:
         settings = base_vars(sim, package_chart(tmp_path_factory), _plan(nodes), gpu_operator_allocation_api="dra",
                              gpu_operator_dra_experimental=True, gpu_operator_wait_timeout=120)
