@@ -231,3 +231,20 @@ def test_verify_passes_the_gpu_checks_with_slices_and_claims(site):
         assert by_id[check]["status"] == "PASS", by_id[check]
     assert res.rc == 0
     assert "1g.10gb" in by_id["wrong-node-excluded"]["summary"]
+
+
+def test_verify_operator_and_sharing_on_the_gpu_cluster_stack(site, request):
+    sim, nodes, factory = site
+    if "driver" not in request.node.name:
+        pytest.skip("the operator's GPUCluster is installed on the driver site only")
+    assert run(sim, factory, "tenants.yml", TEAMS).rc == 0
+    hosts = dict((n["name"], {"gpu_node": {"gpu_count": int(n["gpus"]["count"])}}) for n in nodes)
+    checks = ["operator-healthy", "sharing-verified", "gpu-access-by-request"]
+    res = run(sim, factory, "verify.yml", TEAMS, gpu_hosts=hosts, acceptance_checks=checks,
+              acceptance_report_dir=str(factory.mktemp("report")), acceptance_pod_timeout=90)
+    by_id = dict((r["id"], r) for r in res.task_results("Run the hand-over checks")[0]["results"])
+    assert by_id["operator-healthy"]["status"] == "PASS", by_id["operator-healthy"]
+    assert by_id["operator-healthy"]["evidence"][0].startswith("GPUCluster gpu-cluster: state ready")
+    for check in checks[1:]:
+        assert by_id[check]["status"] == "PASS", by_id[check]
+    assert "or a ResourceClaim in resources.claims" in by_id["gpu-access-by-request"]["evidence"][-1]

@@ -75,7 +75,7 @@ def policy_spec():
                sets_caps.replace("c.", "o."), caps))
     message = ("variables.offenders.map(o, 'container ' + o.name + ' ' + %s)[0] + "
                "': in namespace ' + request.namespace + ' GPUs come only through a resource request "
-               "(%s or %s<profile> in resources.limits)'"
+               "(%s or %s<profile> in resources.limits, or a ResourceClaim in resources.claims)'"
                % (rule, upstream.GPU_RESOURCE, upstream.MIG_RESOURCE_PREFIX))
     return pod_policy_spec(variables, [{"expression": "size(variables.offenders) == 0", "messageExpression": message,
                                         "reason": "Forbidden"}])
