@@ -12,7 +12,6 @@ changed=0, and switching back to the device plugin is refused.
 
 import json
 import os
-import shutil
 
 import pytest
 import yaml
@@ -92,7 +91,7 @@ def test_switching_an_installed_device_plugin_cluster_to_dra_is_refused(old_clus
 
 def _dra_nodes():
     if not os.path.exists(DRA_CLUSTER):
-        pytest.skip("tests/clusters/dra.yaml is not there yet (simulator's DRA support)")
+        pytest.skip("tests/clusters/dra.yaml not found")
     with open(DRA_CLUSTER) as fh:
         return [n for n in (yaml.safe_load(fh) or {}).get("nodes") or [] if n.get("gpus")]
 
@@ -114,9 +113,8 @@ def _plan(nodes):
 def dra_cluster(tmp_path_factory):
     nodes = _dra_nodes()
     workdir = tmp_path_factory.mktemp("sim-dra")
-    path = str(workdir / "cluster.yaml")
-    shutil.copy(DRA_CLUSTER, path)
-    sim = simtesting.start(path, str(workdir / "run"))
+    # in place: the file names the CRDs relative to itself
+    sim = simtesting.start(DRA_CLUSTER, str(workdir / "run"))
     try:
         yield sim, package_chart(tmp_path_factory), _plan(nodes), nodes
     finally:
@@ -143,6 +141,10 @@ def test_dra_converges_waits_on_slices_and_reruns_unchanged(dra_cluster):
     assert sorted(slices) == sorted(n["name"] for n in nodes)
     for n in nodes:
         assert slices[n["name"]]["physical_gpus"] == int(n["gpus"]["count"]), slices[n["name"]]
+    # a node with a MIG layout publishes its MIG devices by profile next to whole GPUs
+    mig_nodes = [n["name"] for n in nodes if n.get("mig_config")]
+    for name in mig_nodes:
+        assert slices[name]["mig"] and all(profile != "<no profile>" for profile in slices[name]["mig"]), slices[name]
     again = play(sim, settings)
     assert again.rc == 0 and again.changed() == 0, again.changed_tasks()
     # and back to the device plugin: refused, the GPUCluster stays

@@ -29,6 +29,17 @@ EXPERIMENTAL = ("the GPU Operator chart v26.7.0 marks the GPUCluster (DRA) stack
                 "default (values.yaml gpuCluster.deployCR)")
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?$")
 
+MIG_CONFIG_ALL_DISABLED = upstream.MIG_CONFIG_ALL_DISABLED
+# k8s-dra-driver-gpu (cmd/gpu-kubelet-plugin/nvlib.go) announces a MIG-enabled GPU only as its MIG devices;
+# the GPUCluster's validator, DCGM and DCGM exporter claim gpu.nvidia.com devices on every GPU node
+# (manifests state-dra-validation, state-dcgm, state-dcgm-exporter; the node labelling sets their deploy labels
+# on all GPU nodes).
+DRA_ALL_MIG = (
+    "pool %s: on %s every GPU runs MIG (one mig-parted config per node), so the DRA driver publishes no whole GPU "
+    "there, while the GPUCluster's validator, DCGM and DCGM exporter pods claim a gpu.nvidia.com device on every "
+    "GPU node: they stay Pending and the GPUCluster stays notReady (OperandNotReady). Leave at least one GPU of "
+    "each such node whole (a per-GPU mig-parted config), or use allocation: exclusive for the pool")
+
 REASONS_DRA = [
     "the inventory chooses Dynamic Resource Allocation (platform_requirements.allocation_api: dra): pods claim "
     "devices through ResourceClaims, the DeviceClasses %s and %s select whole GPUs and MIG devices by the "
@@ -113,10 +124,14 @@ def decide(decided, pools, alloc, warnings, warn):
                 "mig_profile and set the MIG layout on the hosts; the DRA driver publishes the MIG devices it "
                 "finds (attribute profile)" % (name, d["mig_profile"], upstream.LABEL_MIG_CONFIG))
         if d["allocation"] == "mig":
-            layout = ", ".join("%s: %s" % hp for hp in sorted((d["mig_profiles"] or {}).items())) or "none"
+            profiles = d["mig_profiles"] or {}
+            layout = ", ".join("%s: %s" % hp for hp in sorted(profiles.items())) or "none"
             warn(warnings, "dra_mig_layout_on_hosts",
                  "pool %s: the GPUCluster stack runs no MIG manager; set the MIG layout on the hosts before the "
                  "DRA driver starts (%s), it publishes the MIG devices it finds" % (name, layout), pool=name)
+            all_mig = sorted(h for h, p in profiles.items() if p and p != MIG_CONFIG_ALL_DISABLED)
+            if all_mig:
+                warn(warnings, "dra_node_without_whole_gpu", DRA_ALL_MIG % (name, ", ".join(all_mig)), pool=name)
     return {"api": DRA, "experimental": True, "reasons": list(REASONS_DRA), "trade_offs": TRADE_OFFS_DRA,
             "kubernetes_version": alloc["kubernetes_version"]}
 

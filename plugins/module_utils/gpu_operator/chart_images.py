@@ -8,8 +8,8 @@ Images hide in four places of what `helm template` renders:
   DaemonSets, hook Jobs included: helm template renders hooks);
 - environment variables that carry an image for a pod the operator starts later
   (the GPU Operator's VALIDATOR_IMAGE, DRIVER_MANAGER_IMAGE);
-- custom resources from which an operator deploys its operands: the ClusterPolicy's
-  components as repository/image/version (only enabled components; the driver image
+- custom resources from which an operator deploys its operands: the ClusterPolicy's (and
+  the GPUCluster's) components as repository/image/version, the NVIDIADriver's driver (only enabled components; the driver image
   gets the node OS appended, `<version>-ubuntu22.04`, by the operator at run time);
 - generic `{repository, image, tag}` blocks of other operators' resources (KAI's Config).
 """
@@ -25,6 +25,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import u
 PUBLIC_REGISTRIES = ("nvcr.io", "registry.k8s.io", "ghcr.io", "docker.io", "quay.io", "gcr.io", "k8s.gcr.io",
                      "public.ecr.aws", "mcr.microsoft.com")
 _IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$")
+NVIDIA_DRIVER_KIND = "NVIDIADriver"
 # ClusterPolicy components that are off unless `enabled: true` is rendered.
 OFF_BY_DEFAULT = ("gds", "gdrcopy")
 # Deployed only with spec.sandboxWorkloads.enabled (VMs, vGPU, Kata), whatever their own `enabled` says.
@@ -91,8 +92,12 @@ def images(docs, driver_os=("ubuntu22.04",)):
         if not isinstance(doc, dict):
             continue
         source = _source(doc)
-        if doc.get("kind") == upstream.CLUSTER_POLICY_KIND:
+        if doc.get("kind") in (upstream.CLUSTER_POLICY_KIND, upstream.GPUCLUSTER_KIND):
+            # the GPUCluster names its operands alike: draDriver, dcgm, dcgmExporter
             _component_images(doc.get("spec"), found, source, driver_os)
+        elif doc.get("kind") == NVIDIA_DRIVER_KIND:
+            # the DRA stack's driver (driver.nvidiaDriverCRD): one flat repository/image/version
+            _component_images({"driver": doc.get("spec")}, found, source, driver_os)
         else:
             _walk_pod_specs(doc.get("spec"), found, source)
     merged = {}

@@ -169,6 +169,12 @@ def pod_state(pod):
     return status.get("phase") or "Unknown", None
 
 
+def unschedulable_message(pod):
+    """The PodScheduled=False message of a pod the scheduler could not place ('' when none)."""
+    cond = find_condition(pod, "PodScheduled") or {}
+    return (cond.get("message") or "") if cond.get("status") == "False" else ""
+
+
 def pull_failure(pod):
     """(container, image, message) of the first container whose image cannot be pulled, or None."""
     status = pod.get("status") or {}
@@ -325,6 +331,7 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
             lines.append("DaemonSet %s/%s: %s/%s ready, %s unavailable" % (
                 ns, info["name"], info["ready"], info["desired"], info["unavailable"]))
     pod_info = []
+    said = set()
     crashing_validators = []
     for pod in pods:
         state, container = pod_state(pod)
@@ -338,11 +345,18 @@ def diagnose(summary, daemonsets, pods, namespace_obj=None, operator_found=True,
         pull = pull_failure(pod)
         if pull:
             info["image"], info["pull_error"] = pull[1], pull[2]
-        lines.append("pod %s/%s on %s: %s%s%s%s" % (
+        unscheduled = "" if info["node"] else unschedulable_message(pod)
+        if unscheduled:
+            # the scheduler's reason (untolerated taint, claims it cannot allocate), once per distinct text
+            info["unschedulable"] = unscheduled
+            unscheduled = (": the scheduler says: %s" % unscheduled if unscheduled not in said
+                           else ": the same scheduler message")
+            said.add(info["unschedulable"])
+        lines.append("pod %s/%s on %s: %s%s%s%s%s" % (
             ns, info["name"], info["node"] or "<unscheduled>", state,
             " (container %s)" % container if container else "",
             (": image %s: %s" % (pull[1] or "<unknown>", pull[2] or "no message")) if pull else "",
-            (": last log line: %s" % logs[info["name"]]) if info["name"] in logs else ""))
+            (": last log line: %s" % logs[info["name"]]) if info["name"] in logs else "", unscheduled))
         # a validator that cannot pull its image has no log to read: the pull hint says what to do
         if info["name"].startswith(OPERATOR_VALIDATOR_PREFIX) and state.startswith("Init:") and not pull:
             crashing_validators.append(info)

@@ -24,6 +24,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     DRA_ATTR_PROFILE,
     DRA_ATTR_TYPE,
     DRA_ATTR_UUID,
+    DEVICE_CLASS_GPU,
     DRA_DRIVER_NAME,
     DRA_KUBELET_PLUGIN_DAEMONSET,
     DRA_MIN_KUBERNETES,
@@ -176,9 +177,23 @@ def why_no_slices(name, node, daemonsets, pods, report, expect_gpus=None, logs=N
         if not pod_healthy(pod):
             state, _container = pod_state(pod)
             line = (logs or {}).get(pod["metadata"]["name"])
-            why.append("DRA kubelet plugin pod %s is %s%s" % (pod["metadata"]["name"], state,
-                                                             (": last log line: %s" % line) if line else ""))
+            tail = (": last log line: %s" % line) if line else ""
+            why.append("DRA kubelet plugin pod %s is %s%s" % (pod["metadata"]["name"], state, tail))
     return why + node_problems(name, report, expect_gpus)
+
+
+def mig_only_hint(report, pods):
+    """Why operand pods that claim whole GPUs stay Pending: nodes that publish MIG devices only (a
+    MIG-enabled GPU is not announced whole), while the validator, DCGM and exporter claim
+    gpu.nvidia.com devices on every GPU node. None when no node is MIG-only or nothing is pending."""
+    mig_only = sorted(n for n, e in (report or {}).items() if e["mig"] and not e["gpus"])
+    pending = [p for p in pods if not p.get("node") and p.get("unschedulable")]
+    if not mig_only or not pending:
+        return None
+    return ("%s publish%s only MIG devices (every GPU runs MIG), but the GPUCluster's validator, DCGM and DCGM "
+            "exporter claim a whole GPU (DeviceClass %s) on every GPU node: those pods stay Pending there and the "
+            "GPUCluster notReady; leave one GPU of each such node whole (a per-GPU mig-parted config)" % (
+                ", ".join(mig_only), "es" if len(mig_only) == 1 else "", DEVICE_CLASS_GPU))
 
 
 class GPUClusterWaiter(ClusterPolicyWaiter):
@@ -218,6 +233,15 @@ class GPUClusterWaiter(ClusterPolicyWaiter):
         return dict((node, why_no_slices(node, known.get(node), daemonsets, pods, self.report,
                                          self.expect_gpus, logs))
                     for node in self.expect_nodes if node_problems(node, self.report, self.expect_gpus))
+
+    def diagnostics(self, obj, summary):
+        lines, operands = ClusterPolicyWaiter.diagnostics(self, obj, summary)
+        if self.report is None:
+            self.report = published(self._items(RESOURCE_API_VERSION, RESOURCE_SLICE_KIND))
+        hint = mig_only_hint(self.report, operands.get("pods") or [])
+        if hint:
+            lines.append("hint: " + hint)
+        return lines, operands
 
     def extra_result(self):
         if self.report is None:

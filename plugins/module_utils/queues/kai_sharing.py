@@ -148,8 +148,8 @@ def placement_plan(placement, pools, aliases=None):
         for name, value in values.items():
             by_value.setdefault(value, set()).add(want[name])
         # a shard is named by its value: "default" is the chart's shard of the unlabelled nodes
-        if all(len(s) == 1 for s in by_value.values()) and all(is_dns_label(v) and v != "default"
-                                                                for v in by_value):
+        nameable = all(is_dns_label(v) and v != "default" for v in by_value)
+        if all(len(s) == 1 for s in by_value.values()) and nameable:
             plan["label_key"] = key
             plan["shards"] = dict((v, list(s)[0]) for v, s in by_value.items())
             plan["pool_value"] = values

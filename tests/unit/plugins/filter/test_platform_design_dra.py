@@ -54,6 +54,11 @@ def test_dra_sets_the_stack_and_drops_device_plugin_settings():
     assert result["pools"]["pool_h100"]["allocation"] == "mig"
     (warning,) = [w for w in result["warnings"] if w["code"] == "dra_mig_layout_on_hosts"]
     assert "runs no MIG manager" in warning["message"] and "gpu-h100-" in warning["message"]
+    # the real operands claim a whole GPU on every GPU node: a node of MIG devices only keeps them Pending
+    (whole,) = [w for w in result["warnings"] if w["code"] == "dra_node_without_whole_gpu"]
+    mig_hosts = sorted(h for h, p in result["pools"]["pool_h100"]["mig_profiles"].items() if p != "all-disabled")
+    assert mig_hosts and ", ".join(mig_hosts) in whole["message"]
+    assert "the GPUCluster stays notReady (OperandNotReady)" in whole["message"]
     text = report.architecture(result)
     assert "Dynamic Resource Allocation, experimental" in text and "`gpuCluster.deployCR: true`" in text
 

@@ -235,3 +235,28 @@ def test_check_mode_reads_the_gpucluster_once():
     module = FakeModule(check_mode=True, objects=[gpucluster("ready", "Reconciled")])
     res = cp.run(module, gc.GPUClusterWaiter, gc.prerequisites)
     assert res["ready"] is True and res["state"] == "ready" and res["waited"] == 0.0
+
+
+def test_diagnostics_quote_the_schedulers_reason_once_per_text():
+    msg = "0/5 nodes are available: 5 cannot allocate all claims."
+    pending = [{"metadata": {"name": "nvidia-dcgm-exporter-dra-%d" % i}, "spec": {},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                               "reason": "Unschedulable", "message": msg}]}}
+               for i in range(2)]
+    summary = cp.evaluate(gpucluster("notReady", "OperandNotReady", "False", "Waiting for operand pods to be ready"),
+                          stack=gc.GPU_CLUSTER)[1]
+    lines, data = cp.diagnose(summary, [], pending, name="gpu-cluster", stack=gc.GPU_CLUSTER)
+    assert lines[0] == ("GPUCluster gpu-cluster state=notReady reason=OperandNotReady: "
+                        "Waiting for operand pods to be ready")
+    assert lines[1].endswith("Pending: the scheduler says: " + msg)
+    assert lines[2].endswith("Pending: the same scheduler message")
+    assert data["pods"][0]["unschedulable"] == msg
+
+
+def test_a_node_of_mig_devices_only_explains_the_pending_operands():
+    report = gc.published([H100, rslice("gpu-h100-mig-1", [mig(0, "1g.10gb", "GPU-m", n) for n in range(2)])])
+    pods = [{"name": "nvidia-dra-validator-x", "node": None, "unschedulable": "0/5 nodes are available: ..."}]
+    hint = gc.mig_only_hint(report, pods)
+    assert hint.startswith("gpu-h100-mig-1 publishes only MIG devices (every GPU runs MIG)")
+    assert "DeviceClass gpu.nvidia.com" in hint
+    assert gc.mig_only_hint(report, []) is None and gc.mig_only_hint(gc.published([H100]), pods) is None

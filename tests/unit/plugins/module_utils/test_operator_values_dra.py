@@ -96,3 +96,33 @@ def test_real_chart_refuses_both_crs():
     with pytest.raises(subprocess.CalledProcessError) as err:
         charts.render(gpu_operator_chart("v26.7.0"), values, "helm3", args=DRA_API)
     assert "cannot both be true" in err.value.stderr
+
+
+@pytest.mark.needs_shared
+def test_image_list_of_the_dra_stack_and_its_mirror():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import images, public
+    listed = images(charts.render(gpu_operator_chart("v26.7.0"), operator_values(OPERATOR_DRIVER, allocation_api="dra"),
+                                  "helm3", args=DRA_API))
+    names = dict((i["image"], i["sources"]) for i in listed)
+    assert names["nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0"] == ["GPUCluster/gpu-cluster spec.draDriver"]
+    assert "NVIDIADriver/default spec.driver (node OS ubuntu22.04)" in names["nvcr.io/nvidia/driver:595.91.07-ubuntu22.04"]
+    assert any(i.startswith("nvcr.io/nvidia/k8s/dcgm-exporter:") for i in names)
+    mirror = "mirror.example:5000/nvidia"
+    mirrored = images(charts.render(gpu_operator_chart("v26.7.0"), operator_values(
+        OPERATOR_DRIVER, allocation_api="dra", image_mirror=mirror), "helm3", args=DRA_API))
+    assert mirrored and public(mirrored, mirror) == []
+
+
+@pytest.mark.needs_shared
+def test_every_dra_key_exists_in_the_real_values_yaml():
+    import yaml
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import leaf_items
+    from kit.paths import GPU_OPERATOR, need
+    with open(need(GPU_OPERATOR + "/values.yaml")) as fh:
+        chart = yaml.safe_load(fh)
+    for plan in (HOST_DRIVERS, OPERATOR_DRIVER):
+        for path, _value in leaf_items(operator_values(plan, allocation_api="dra")):
+            node = chart
+            for key in path:
+                assert isinstance(node, dict) and key in node, ".".join(path)
+                node = node[key]
