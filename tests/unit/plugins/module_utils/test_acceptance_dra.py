@@ -2,12 +2,13 @@
 check with a MIG-profile claim, the quota on claims."""
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import runner as acceptance
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import checks as acceptance_checks  # noqa: F401
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import checks as acceptance_checks
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
 
 GPU_KEY = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+assert "cuda-test" in acceptance_checks.CHECKS     # importing checks registers them
 
 
 def device(name, kind, profile=None, parent="GPU-0"):
@@ -46,10 +47,9 @@ class Scheduling(FakeKube):
         return out
 
 
-UNSCHEDULABLE = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                                                      "reason": "Unschedulable",
-                                                      "message": "0/3 nodes are available: 3 cannot allocate all "
-                                                                 "claims."}]}
+UNSCHEDULABLE = {"phase": "Pending", "conditions": [{
+    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    "message": "0/3 nodes are available: 3 cannot allocate all claims."}]}
 CLUSTER = [node("h100-a"), node("h100-mig"), node("l40s-a"),
            node_slice("h100-a", [device("gpu-0", "gpu"), device("gpu-1", "gpu")]),
            node_slice("h100-mig", [device("gpu-0-mig-1g10gb-19-0", "mig", "1g.10gb"),
@@ -122,16 +122,15 @@ def test_quota_on_claims_needs_a_403_exceeded_quota():
     assert "dry-run ResourceClaim asking 2 device(s) of class gpu.nvidia.com" in res.evidence[0]
     assert [c.dry_run for c in refused.calls if c.verb == "CREATE"] == [True]
     assert acceptance.run(ctx(FakeKube([quota]), quota_team=team), ["quota-enforced"])[0].status == acceptance.FAIL
-    skipped = acceptance.run(ctx(FakeKube([quota]), quota_team={"namespace": "team-a",
-                                                               "resource": "requests.nvidia.com/gpu"}),
-                             ["quota-enforced"])[0]
+    old_team = {"namespace": "team-a", "resource": "requests.nvidia.com/gpu"}
+    skipped = acceptance.run(ctx(FakeKube([quota]), quota_team=old_team), ["quota-enforced"])[0]
     assert skipped.status == acceptance.SKIP and "quota on claims" in skipped.summary
 
 
 def test_inputs_pick_the_team_with_a_quota_on_claims():
     teams = [{"name": "a", "quota": {"requests.cpu": "4"}}, {"name": "b", "quota": {GPU_KEY: 4}}]
-    assert checks_input({}, [], tenants=teams, allocation_api="dra")["quota_team"] == {"namespace": "b",
-                                                                                        "resource": GPU_KEY}
+    picked = checks_input({}, [], tenants=teams, allocation_api="dra")["quota_team"]
+    assert picked == {"namespace": "b", "resource": GPU_KEY}
     assert checks_input({}, [], tenants=teams)["quota_team"] is None
 
 

@@ -80,8 +80,8 @@ def test_kueue_configuration_maps_the_device_classes():
 def test_kueue_chart_renders_the_mappings_into_the_manager_config():
     docs = charts.render(KUEUE_CHART, q.chart_values("kueue", allocation_api="dra"), release="kueue",
                          namespace="kueue-system")
-    maps = [d for d in docs if d.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in (d.get("data")
-                                                                                                    or {})]
+    maps = [d for d in docs
+            if d.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in (d.get("data") or {})]
     assert maps, [d.get("kind") for d in docs]
     config = yaml.safe_load(maps[0]["data"]["controller_manager_config.yaml"])
     assert config["resources"]["deviceClassMappings"][0] == {"name": "nvidia.com/gpu",

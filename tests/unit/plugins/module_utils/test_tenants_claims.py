@@ -24,9 +24,8 @@ def device(name, kind, product="NVIDIA H100 80GB HBM3", profile=None):
 
 def node_slice(node, devices):
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node + "-gpu.nvidia.com"},
-            "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1,
-                                                                              "resourceSliceCount": 1},
-                     "devices": devices}}
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
 
 
 def device_class(name):
@@ -39,8 +38,8 @@ SLICES = [node_slice("h100-a", [device("gpu-0", "gpu"), device("gpu-1", "gpu")])
 CLUSTER = {"dra": claims.slice_facts([device_class("gpu.nvidia.com"), device_class("mig.nvidia.com")], SLICES)}
 
 
-def rcts(team, settings=DRA):
-    return dict((o["metadata"]["name"], o) for o in tenants.render_team(team, settings)
+def rcts(team, settings=None):
+    return dict((o["metadata"]["name"], o) for o in tenants.render_team(team, settings or DRA)
                 if o["kind"] == "ResourceClaimTemplate")
 
 
