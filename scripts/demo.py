@@ -11,7 +11,9 @@
 4. rehearse the way back: upgrade v26.3.3 -> v26.7.0, roll back, upgrade again;
 5. start a real Prometheus (Debian package prometheus) that scrapes the simulated DCGM exporters
    and evaluates the installed PrometheusRule;
-6. run playbooks/verify.yml and print the protocol (acceptance.md).
+6. run playbooks/verify.yml and print the protocol (acceptance.md);
+7. run playbooks/workload_acceptance.yml (team-vision trains, team-inference serves) and print the
+   summary of its report (workload-acceptance.md).
 """
 import json
 import os
@@ -166,6 +168,24 @@ def start_prometheus(work, env, sim_url):
     return prom
 
 
+def workload_acceptance(inventory, env, report):
+    """playbooks/workload_acceptance.yml with the example inventory; prints the report's summary
+    (the header and the table of the steps). Returns the playbook's rc."""
+    print("\ndemo: === the workload acceptance (playbooks/workload_acceptance.yml) ===", flush=True)
+    step = time.monotonic()
+    rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+                          os.path.join(REPO, "playbooks", "workload_acceptance.yml"),
+                          "-e", "workload_acceptance_report_dir=%s" % report], cwd=REPO, env=env)
+    path = os.path.join(report, "workload-acceptance.md")
+    if os.path.exists(path):
+        with open(path) as handle:
+            text = handle.read()
+        print("\n" + text.split("\n## ", 1)[0])      # up to the first step's section
+    print("demo: workload acceptance %s in %.0f s" % ("passed" if rc == 0 else "FAILED (rc %d)" % rc,
+                                                     time.monotonic() - step), flush=True)
+    return rc
+
+
 def main():
     for path in (FIXTURES, CHARTS, KAI_CHART):
         if not os.path.exists(path):
@@ -252,6 +272,7 @@ def main():
                 print("\n" + handle.read())
         print("demo: %s in %.0f s" % ("every check passed" if rc == 0 else "checks FAILED (rc %d)" % rc,
                                       time.monotonic() - started))
+        rc = workload_acceptance(inventory, env, os.path.join(work, "workload-acceptance")) or rc
     finally:
         if prom is not None:
             prom.stop()

@@ -172,6 +172,7 @@ PROM_META_POD_NODE_NAME = "__meta_kubernetes_pod_node_name"  # Prometheus kubern
 
 # --- Module foundations: Kubernetes names the modules read (core) -----------------------
 COND_POD_READY = "Ready"                              # Pod condition
+RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"   # pod template annotation of `kubectl rollout restart`
 LABEL_APP = "app"                                     # the operand pods' app label
 TAINT_EFFECTS_REPELLING = ("NoSchedule", "NoExecute")   # effects that keep DaemonSet pods away
 WAITING_CRASH_LOOP = "CrashLoopBackOff"

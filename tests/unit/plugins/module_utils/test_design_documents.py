@@ -86,7 +86,11 @@ def test_templates_request_what_each_team_has():
                                       "effect": "NoSchedule"}]
     assert jobs[("team-a", "single-gpu-job")]["labels"] == {
         "cost-center": "4711", "gpu-platform.skaffon.io/team": "team-a", "gpu-platform.skaffon.io/pool": "pool_h100"}
-    assert jobs[("team-a", "single-gpu-job")]["queue_labels"] == {"kai.scheduler/queue": "team-a"}
+    # the pools' KAI placements differ (training binpack, inference spread): one shard per workload
+    # label, so the pods carry their pool's value for the pod-grouper to put the PodGroup into that shard
+    assert jobs[("team-a", "single-gpu-job")]["queue_labels"] == {"kai.scheduler/queue": "team-a",
+                                                                  "gpu.skaffon.io/workload": "training"}
+    assert jobs[("team-c", "inference-deployment")]["queue_labels"]["gpu.skaffon.io/workload"] == "inference"
     assert jobs[("team-a", "single-gpu-job")]["scheduler_name"] == "kai-scheduler"
 
 
