@@ -12,8 +12,8 @@ that request nvidia.com/gpu or nvidia.com/mig-* are replaced by claim templates:
   none (queues/dra.py).
 
 Each rendered file carries its own ResourceClaimTemplate (named <team>-<kind>) and the Job whose pod
-names it, so it applies as is; templates without a GPU (the checkpoint claim, data staging, load)
-stay as they are.
+names it, so it applies as is; templates without a GPU (the checkpoint claim, data staging) stay as
+they are.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,8 +26,9 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import u
 
 DRA = "dra"
 CLAIM_TEMPLATES = ("claim-gpu-job", "claim-mig-job", "claim-node-gpus-job")
-# device-plugin templates that need no GPU resource (kept in DRA mode)
-NO_GPU = ("checkpoint-pvc", "data-stage-job", "load-job")
+# device-plugin templates that need no GPU resource (kept in DRA mode); load-job is not: it loads the
+# inference Deployment's Service, and that Deployment asks nvidia.com/gpu
+NO_GPU = ("checkpoint-pvc", "data-stage-job")
 
 
 def is_dra(design):

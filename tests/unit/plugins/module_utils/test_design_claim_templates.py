@@ -39,8 +39,8 @@ def render(template, job):
 def test_dra_cluster_gets_claim_templates_and_no_extended_resource_templates():
     found = jobs(design())
     assert sorted(t for team, t in found if team == "team-a") == [
-        "checkpoint-pvc", "claim-gpu-job", "claim-node-gpus-job"]
-    assert sorted(t for team, t in found if team == "team-b") == ["checkpoint-pvc", "claim-mig-job"]
+        "checkpoint-pvc", "claim-gpu-job", "claim-node-gpus-job", "data-stage-job"]
+    assert sorted(t for team, t in found if team == "team-b") == ["checkpoint-pvc", "claim-mig-job", "data-stage-job"]
     mig = found[("team-b", "claim-mig-job")]["claim"]
     assert mig["device_class"] == "mig.nvidia.com" and mig["profile"] == "1g.10gb"
     assert mig["selectors"] == ["device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"]
