@@ -22,8 +22,9 @@ def acceptance_junit(results, meta=None):
 
 
 @domain_filter()
-def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None):
-    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries)
+def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None,
+                      allocation_api=None):
+    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries, allocation_api)
 
 
 class FilterModule(object):

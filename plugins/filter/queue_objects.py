@@ -23,9 +23,9 @@ from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors
 @domain_filter("queue_objects")
 def queue_objects(tenants, backend="none", departments=None, pools=None, kai_default_queue="block",
                   kai_gpu_sharing=None, kai_placement=None, kai_fraction_pools=None, pool_aliases=None,
-                  kai_pool_teams=None):
+                  kai_pool_teams=None, allocation_api=None):
     return render(backend, tenants, departments, pools, kai_default_queue, kai_gpu_sharing, kai_placement,
-                  kai_fraction_pools, pool_aliases, kai_pool_teams)
+                  kai_fraction_pools, pool_aliases, kai_pool_teams, allocation_api)
 
 
 @domain_filter("queue_pools")
@@ -37,9 +37,9 @@ def queue_pools(hostvars, only=None, label_prefix=DEFAULT_PREFIX):
 @domain_filter("queue_chart_values")
 def queue_chart_values(backend, image_mirror=None, image_mirror_layout="path", image_pull_secrets=None,
                        user_values=None, kai_gpu_sharing=None, kai_placement=None, pools=None,
-                       kai_block_visible_devices=None, pool_aliases=None):
+                       kai_block_visible_devices=None, pool_aliases=None, allocation_api=None):
     return chart_values(backend, image_mirror, image_mirror_layout, image_pull_secrets, user_values,
-                        kai_gpu_sharing, kai_placement, pools, kai_block_visible_devices, pool_aliases)
+                        kai_gpu_sharing, kai_placement, pools, kai_block_visible_devices, pool_aliases, allocation_api)
 
 
 @domain_filter("queue_pool_groups")

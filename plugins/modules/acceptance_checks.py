@@ -157,6 +157,15 @@ options:
     description: Verify the TLS certificate of an https O(audit_log).
     type: bool
     default: true
+  allocation_api:
+    description:
+      - How GPUs reach pods on this site. C(dra) - C(gpus-visible) reads the DRA driver's ResourceSlices per node,
+        C(cuda-test) runs vectorAdd with a claim from a ResourceClaimTemplate, C(wrong-node-excluded) pins a claim
+        for a MIG profile to a node whose slices lack it, C(quota-enforced) asks a claim over the team's quota on
+        its device class (O(quota_team) C(resource) C(<class>.deviceclass.resource.k8s.io/devices)).
+    type: str
+    choices: [device-plugin, dra]
+    default: device-plugin
 """
 
 EXAMPLES = r"""
@@ -238,6 +247,7 @@ def argspec():
             namespace=dict(type="str", required=True), registries=dict(type="list", elements="str", default=[]),
             require_digest=dict(type="bool", default=False))),
         audit_log=dict(type="str"),
+        allocation_api=dict(type="str", choices=["device-plugin", "dra"], default="device-plugin"),
         audit_log_validate_certs=dict(type="bool", default=True),
     )
 

@@ -27,6 +27,11 @@ description:
     C(app.kubernetes.io/managed-by=skaffon.gpu_platform)), compares desired and live (quantities as numbers,
     server defaults ignored) and writes only what differs - one request per object - in parallel
     (O(parallel) at a time). Drift (for example a quota edited by hand) is set back and reported.
+  - With O(allocation_api=dra) each team also gets the ResourceClaimTemplates (C(resource.k8s.io/v1)) of its
+    C(claim_templates) (C(gpus), C(mig_profile) or C(all_gpus), optionally C(product); default one whole GPU), checked
+    against the DeviceClasses and ResourceSlices of the cluster and against the team's quota on claims as Kubernetes
+    1.34 counts them (an C(All) claim is charged 32 devices). Quota keys on C(nvidia.com/gpu) are refused in that
+    mode, claim quota keys and C(claim_templates) in the other.
   - Teams missing from O(tenants) are reported; their namespace is deleted only with O(prune), and a namespace
     that still runs pods only with O(force) as well. Objects without the managed-by label are never changed.
 extends_documentation_fragment:
@@ -116,6 +121,16 @@ options:
         hostPath C(/dev)/C(/dev/nvidia*) mount in a container without a GPU request (docs/security.md).
     type: bool
     default: true
+  allocation_api:
+    description:
+      - How GPUs reach pods. C(device-plugin) - extended resources (C(nvidia.com/gpu), C(nvidia.com/mig-*)) counted by
+        C(requests.*) quota keys. C(dra) - ResourceClaims (Kubernetes 1.34+, the NVIDIA DRA driver); each team
+        gets the ResourceClaimTemplates of its C(claim_templates) (default one whole GPU, C(gpu)), its quota counts
+        claims as Kubernetes does (C(<deviceclass>.deviceclass.resource.k8s.io/devices),
+        C(count/resourceclaims.resource.k8s.io)) and quota keys on C(nvidia.com/gpu) are refused.
+    type: str
+    choices: [device-plugin, dra]
+    default: device-plugin
   gpu_allocation:
     description:
       - What each team's pods get from the GPUs (team name to text, e.g. C(MIG slice 1g.10gb)), written as the
@@ -225,6 +240,7 @@ def argspec():
         common_labels=dict(type="dict", default={}),
         allowed_registries=dict(type="list", elements="raw", default=[]),
         gpu_access_policy=dict(type="bool", default=True),
+        allocation_api=dict(type="str", choices=["device-plugin", "dra"], default="device-plugin"),
         gpu_allocation=dict(type="dict", default={}),
         parallel=dict(type="int", default=8),
     )

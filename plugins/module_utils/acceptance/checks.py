@@ -10,9 +10,11 @@ __metaclass__ = type
 import os
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import QueueProbe
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.runner import CHECKS, FAIL, PASS, SKIP, Result, check
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import evaluate
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import CLUSTER_POLICY, evaluate
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.gpu_cluster import GPU_CLUSTER
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.profiles import node_offer
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.watch import ObjectWatch
@@ -100,15 +102,26 @@ def gpu_request(node_spec):
     return upstream.GPU_RESOURCE
 
 
+def _tools():
+    """The helpers the DRA-mode checks (dra.py) use, so that module imports nothing from this one."""
+    from collections import namedtuple
+    tools = namedtuple("Tools", "test_pod wait_for pod_log ensure_test_namespace pod_failure condition")
+    return tools(test_pod, wait_for, pod_log, ensure_test_namespace, _pod_failure, _condition)
+
+
 # --- checks ------------------------------------------------------------------------------
 
 @check("operator-healthy")
 def operator_healthy(ctx):
     ns, name = ctx.params["operator_namespace"], ctx.params["cluster_policy"]
     evidence = []
-    policy = ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND, name)
-    done, summary = evaluate(policy)
-    evidence.append("ClusterPolicy %s: state %s, Ready reason %s" % (name, summary["state"], summary["reason"]))
+    stack = CLUSTER_POLICY
+    if dra.is_dra(ctx):
+        # the GPUCluster stack: its singleton carries the readiness the ClusterPolicy carries otherwise
+        stack, name = GPU_CLUSTER, upstream.GPUCLUSTER_NAME
+    policy = ctx.kube.get(stack.api_version, stack.kind, name)
+    done, summary = evaluate(policy, name=name, stack=stack)
+    evidence.append("%s %s: state %s, Ready reason %s" % (stack.kind, name, summary["state"], summary["reason"]))
     pods = ctx.kube.list("v1", "Pod", namespace=ns)[0]
     bad = []
     for pod in pods:
@@ -122,13 +135,15 @@ def operator_healthy(ctx):
     if not pods:
         return Result("operator-healthy", FAIL, "no pod runs in namespace %s" % ns, evidence)
     if done and not bad:
-        return Result("operator-healthy", PASS, "ClusterPolicy ready/Reconciled, all %d operator pods Running or "
-                      "Completed" % len(pods), evidence)
+        return Result("operator-healthy", PASS, "%s ready/Reconciled, all %d operator pods Running or "
+                      "Completed" % (stack.kind, len(pods)), evidence)
     return Result("operator-healthy", FAIL, "operator not healthy", evidence)
 
 
 @check("gpus-visible")
 def gpus_visible(ctx):
+    if dra.is_dra(ctx):
+        return dra.gpus_visible(ctx, _tools())
     evidence, missing = [], []
     for spec in ctx.params["gpu_nodes"]:
         node = ctx.kube.get("v1", "Node", spec["name"])
@@ -184,6 +199,8 @@ def _pod_failure(pod):
 
 @check("cuda-test")
 def cuda_test(ctx):
+    if dra.is_dra(ctx):
+        return dra.cuda_test(ctx, _tools())
     nodes = [n for n in ctx.params["gpu_nodes"] if n.get("mode") not in ("time-slicing", "mps")] or ctx.params["gpu_nodes"]
     if not nodes:
         return Result("cuda-test", SKIP, "no GPU node to run the CUDA test on: the group acceptance_gpu_hosts names "
@@ -218,6 +235,8 @@ def cuda_test(ctx):
 
 @check("wrong-node-excluded")
 def wrong_node_excluded(ctx):
+    if dra.is_dra(ctx):
+        return dra.wrong_node_excluded(ctx, _tools())
     ns = ensure_test_namespace(ctx)
     # a GPU product no node has: the scheduler must refuse every node, GPU and CPU alike
     pod = test_pod(ctx, "acceptance-wrong-node", {upstream.GPU_RESOURCE: 1},
@@ -241,6 +260,8 @@ def wrong_node_excluded(ctx):
 
 @check("quota-enforced")
 def quota_enforced(ctx):
+    if dra.is_dra(ctx):
+        return dra.quota_enforced(ctx, _tools())
     team = ctx.params.get("quota_team")
     if not team:
         return Result("quota-enforced", SKIP, "no team in tenants_list has a quota on requests.nvidia.com/gpu")

@@ -55,8 +55,17 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
     return {"gpu_nodes": nodes, "tolerations": tolerations}
 
 
-def quota_team(tenants):
-    """The first team with a GPU quota (namespace and key), or None."""
+def quota_team(tenants, allocation_api=None):
+    """The first team with a GPU quota (namespace and key), or None. In DRA mode a quota on claims of a
+    DeviceClass (whole GPUs first, as Kubernetes 1.34 counts them)."""
+    if allocation_api == "dra":
+        keys = [upstream.DEVICE_CLASS_GPU + upstream.QUOTA_CLAIMS_PER_CLASS_SUFFIX,
+                upstream.DEVICE_CLASS_MIG + upstream.QUOTA_CLAIMS_PER_CLASS_SUFFIX]
+        for key in keys:
+            for team in tenants or []:
+                if key in (team.get("quota") or {}):
+                    return {"namespace": team["name"], "resource": key}
+        return None
     for team in tenants or []:
         if GPU_QUOTA_KEY in ((team.get("quota") or {})):
             return {"namespace": team["name"], "resource": GPU_QUOTA_KEY}
@@ -76,9 +85,9 @@ def registry_policies(tenants, allowed_registries=None):
     return out
 
 
-def checks_input(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None):
+def checks_input(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None, allocation_api=None):
     out = gpu_nodes(hostvars, hosts, time_slicing)
-    out["quota_team"] = quota_team(tenants)
+    out["quota_team"] = quota_team(tenants, allocation_api)
     out["teams"] = [t["name"] for t in tenants or []]
     # the teams roles/queues gives a queue (a queue: block); queues-fair picks its two teams among them
     out["queue_teams"] = [t["name"] for t in tenants or [] if isinstance(t.get("queue"), dict)]

@@ -125,6 +125,15 @@ SUBJECT_USER = "User"
 SUBJECT_SERVICE_ACCOUNT = "ServiceAccount"
 ROLE_REF_CLUSTER_ROLE = "ClusterRole"
 ROLE_REF_ROLE = "Role"
+# ResourceQuota on claims as Kubernetes 1.34 counts them (pkg/quota/v1/evaluator/core/resource_claims.go):
+# every claim 1 x count/resourceclaims.resource.k8s.io and, per request, <class>.deviceclass.resource.k8s.io/devices
+# = count (ExactCount) or AllocationResultsMaxSize (All, the worst case, whatever the node has). The
+# requests.deviceclass.resource.kubernetes.io/<class> form counts only with the DRAExtendedResource gate (alpha).
+QUOTA_CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
+QUOTA_CLAIMS_PER_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"   # corev1.ResourceClaimsPerClass
+ALLOCATION_RESULTS_MAX_SIZE = 32
+ALLOCATION_MODE_EXACT = "ExactCount"
+ALLOCATION_MODE_ALL = "All"
 
 
 # --- Queue backends: more KAI Scheduler and Kueue names (roles/queues) ----------------

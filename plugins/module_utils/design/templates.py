@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import claim_templates
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig import profiles as mig
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import storage_retention
@@ -177,4 +178,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
                 "training_image": _mirror(req, TRAINING_IMAGE),
                 "nccl_image": _mirror(req, NCCL_IMAGE),
             }})
+    if claim_templates.is_dra(design):
+        # pods claim devices: the templates asking nvidia.com/gpu or nvidia.com/mig-* would never schedule
+        return claim_templates.contexts(design, out, _placement, _slice_for, pool_label)
     return out

@@ -43,6 +43,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     VAP_API_VERSION,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, is_dns_label
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import dra as queues_dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX,
@@ -352,7 +353,7 @@ def _quota_caps(tenants, idx):
     for key, value in (quota or {}).items() if isinstance(quota, dict) else ():
         key = str(key)
         resource = key[len("requests."):] if key.startswith("requests.") else key if key in ("cpu", "memory") \
-            else None
+            else queues_dra.claim_quota_resource(key)     # DRA: claims of a DeviceClass cap its mapped resource
         if resource is None:
             continue
         try:
@@ -495,7 +496,7 @@ def kai_default_queue_block():
 
 
 def render(backend, tenants, departments=None, pools=None, kai_default_queue="block", kai_gpu_sharing=None,
-           kai_placement=None, kai_fraction_pools=None, pool_aliases=None, kai_pool_teams=None):
+           kai_placement=None, kai_fraction_pools=None, pool_aliases=None, kai_pool_teams=None, allocation_api=None):
     """All queue objects of the backend, validated; [] for backend none.
 
     KAI also: SchedulingShards per pool label value when kai_placement differs per pool (the
@@ -506,6 +507,10 @@ def render(backend, tenants, departments=None, pools=None, kai_default_queue="bl
     teams = team_queues(tenants)
     if backend == "none":
         return []
+    if allocation_api not in (None, "device-plugin", queues_dra.DRA):
+        _fail(queues_dra.VARIABLE, allocation_api, "unknown allocation API", "use device-plugin or dra")
+    if queues_dra.is_dra(allocation_api):
+        queues_dra.check(backend, tenants, kai_gpu_sharing, kai_fraction_pools)
     departments = departments or []
     if not isinstance(departments, list):
         _fail("queues_departments", departments, "not a list", "use a list of {name: ..., gpu: {quota: ...}}")
@@ -596,7 +601,7 @@ def _merge(base, over):
 
 def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=None, user_values=None,
                  kai_gpu_sharing=None, kai_placement=None, pools=None, kai_block_visible_devices=None,
-                 pool_aliases=None):
+                 pool_aliases=None, allocation_api=None):
     """Helm values for the backend's chart: the mirror and pull secrets, KAI's GPU sharing and
     placement (kai_sharing.py), then the user's values."""
     from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import mirror_repository
@@ -633,6 +638,8 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
             cm["imagePullSecrets"] = secrets
         if cm:
             values["controllerManager"] = cm
+        if queues_dra.is_dra(allocation_api):
+            values.update(queues_dra.kueue_chart_values())
     if user_values is not None and not isinstance(user_values, dict):
         _fail("queues_values", user_values, "not a mapping", "give chart values as a mapping")
     return _merge(values, user_values or {})

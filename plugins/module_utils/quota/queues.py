@@ -25,6 +25,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants impor
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.quantity import parse_quantity
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.dra import claim_quota_resource
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import _kai_amount, _kueue_amount
 
 KAI_RESOURCE = {"nvidia.com/gpu": "gpu", "cpu": "cpu", "memory": "memory"}
@@ -59,6 +60,9 @@ class KaiQueues(object):
 
     @staticmethod
     def _res(resource):
+        # DRA mode: KAI charges whole-GPU claims (gpu.nvidia.com) to the queue's gpu, never MIG claims
+        if claim_quota_resource(resource) == upstream.GPU_RESOURCE:
+            return KAI_RESOURCE.get(upstream.GPU_RESOURCE)
         return KAI_RESOURCE.get(tenants.quota_resource(resource)[1])
 
     @staticmethod
@@ -129,7 +133,8 @@ class KueueQueues(object):
         self.kube, self.ticket, self.at, self.flavor = kube, ticket, at, flavor
 
     def _find(self, team, resource):
-        name = tenants.quota_resource(resource)[1]
+        # DRA mode: a quota on claims of a DeviceClass moves the row its deviceClassMappings name
+        name = claim_quota_resource(resource) or tenants.quota_resource(resource)[1]
         cq = self.kube.get(upstream.KUEUE_API_VERSION, "ClusterQueue", team)
         if cq is None:
             return None, None, None

@@ -21,6 +21,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import converge as engine
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import claims as tenants_claims
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError, DomainError
@@ -87,7 +88,7 @@ def comparable(obj):
                 subject.setdefault("apiGroup", upstream.RBAC_API_GROUP)
             subjects.append(subject)
         body = {"roleRef": obj.get("roleRef"), "subjects": subjects}
-    elif kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+    elif kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ResourceClaimTemplate"):
         body = {"spec": obj.get("spec") or {}}
     else:
         body = {}
@@ -143,6 +144,8 @@ def plan_update(desired, live):
         return None, [], False
     if desired["kind"] == "RoleBinding" and want.get("roleRef") != have.get("roleRef"):
         return None, fields, True           # roleRef is immutable: delete and create
+    if desired["kind"] == "ResourceClaimTemplate" and want.get("spec") != have.get("spec"):
+        return None, fields, True           # a template's spec is immutable: delete and create
     patch = {}
     if meta:
         patch["metadata"] = meta
@@ -223,6 +226,7 @@ class TenantsApply(object):
             common_labels=params.get("common_labels"),
             allowed_registries=params.get("allowed_registries"),
             gpu_access_policy=params.get("gpu_access_policy"),
+            allocation_api=params.get("allocation_api"),
             gpu_allocation=params.get("gpu_allocation"),
         )
 
@@ -236,7 +240,18 @@ class TenantsApply(object):
         facts = {}
         if self.params.get("cluster_gpus") is not None:
             facts["gpus"] = int(self.params["cluster_gpus"])
-        elif tenants.needs_gpu_count(teams) and not self.settings["allow_overcommit"]:
+        if tenants_claims.is_dra(self.settings):
+            # GPUs are what the driver publishes; no node offers nvidia.com/gpu in this mode
+            if not self.kube.served(upstream.RESOURCE_API_VERSION, upstream.RESOURCE_CLAIM_TEMPLATE_KIND):
+                raise DomainError("%s = dra, but the cluster does not serve %s (Kubernetes serves DRA from 1.34): "
+                                  "upgrade the cluster or keep the device-plugin mode"
+                                  % (tenants_claims.VARIABLE, upstream.RESOURCE_API_VERSION))
+            if teams:
+                classes, dummy = self.kube.list(upstream.RESOURCE_API_VERSION, upstream.DEVICE_CLASS_KIND)
+                slices, dummy = self.kube.list(upstream.RESOURCE_API_VERSION, upstream.RESOURCE_SLICE_KIND)
+                facts["dra"] = tenants_claims.slice_facts(classes, slices)
+            return facts
+        if "gpus" not in facts and tenants.needs_gpu_count(teams) and not self.settings["allow_overcommit"]:
             nodes, dummy = self.kube.list("v1", "Node")
             total = 0
             for node in nodes:
@@ -271,7 +286,7 @@ class TenantsApply(object):
     # -- reads --------------------------------------------------------------------------
     def read_live(self):
         return self.engine.read([engine.Scope(api_version, kind, None, None if kind == "Namespace" else SELECTOR)
-                                 for kind, api_version in tenants.KINDS])
+                                 for kind, api_version in tenants.kinds(self.settings)])
 
     @staticmethod
     def managed(obj):
@@ -362,7 +377,7 @@ class TenantsApply(object):
         """The engine's result (changed, objects, requests, diff) and the tenants' views of it:
         summary per kind, changes, drift, orphans, teams, overrides."""
         summary = dict((kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0})
-                       for kind, dummy in tenants.KINDS)
+                       for kind, dummy in tenants.kinds(self.settings))
         out, drift = [], []
         for change in changes:
             if not change.done:

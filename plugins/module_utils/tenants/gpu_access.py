@@ -18,7 +18,7 @@ refuses the attempt at admission with a reason, so a team learns why instead of 
 - a volumeMount of a hostPath /dev, /dev/nvidia* in a container that requests no GPU.
 
 A GPU request is a non-zero nvidia.com/gpu (any sharing suffix) or nvidia.com/mig-* in the
-container's limits or requests. What admission cannot see stays with the runtime setting: the
+container's limits or requests, or (DRA mode) a claim in the container's resources.claims. What admission cannot see stays with the runtime setting: the
 variable baked into an image (CUDA images set NVIDIA_VISIBLE_DEVICES=all) and envFrom.
 """
 
@@ -43,7 +43,8 @@ def _gpu_request(var):
     one = ("(has(%(v)s.resources) && has(%(v)s.resources.%(t)s) && %(v)s.resources.%(t)s.exists(k, "
            "(k.startsWith('%(gpu)s') || k.startsWith('%(mig)s')) && string(%(v)s.resources.%(t)s[k]) != '0'))")
     args = {"v": var, "gpu": upstream.GPU_RESOURCE, "mig": upstream.MIG_RESOURCE_PREFIX}
-    return "(%s || %s)" % (one % dict(args, t="limits"), one % dict(args, t="requests"))
+    claimed = "(has(%(v)s.resources) && has(%(v)s.resources.claims) && size(%(v)s.resources.claims) > 0)" % args
+    return "(%s || %s || %s)" % (one % dict(args, t="limits"), one % dict(args, t="requests"), claimed)
 
 
 def policy_spec():
@@ -74,7 +75,7 @@ def policy_spec():
                sets_caps.replace("c.", "o."), caps))
     message = ("variables.offenders.map(o, 'container ' + o.name + ' ' + %s)[0] + "
                "': in namespace ' + request.namespace + ' GPUs come only through a resource request "
-               "(%s or %s<profile> in resources.limits)'"
+               "(%s or %s<profile> in resources.limits, or a ResourceClaim in resources.claims)'"
                % (rule, upstream.GPU_RESOURCE, upstream.MIG_RESOURCE_PREFIX))
     return pod_policy_spec(variables, [{"expression": "size(variables.offenders) == 0", "messageExpression": message,
                                         "reason": "Forbidden"}])

@@ -20,6 +20,7 @@ import ipaddress
 import json
 import re
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import claims as tenants_claims
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import gpu_access as tenants_gpu_access
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import registry as tenants_registry
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
@@ -63,7 +64,7 @@ KINDS = (
 ) + tenants_registry.KINDS
 
 TEAM_KEYS = ("name", "description", "quota", "limit_range", "pod_security", "groups", "role_bindings",
-             "network", "labels", "annotations", "queue", "images")
+             "network", "labels", "annotations", "queue", "images", "claim_templates")
 LIMIT_RANGE_KEYS = {"default": "default", "default_request": "defaultRequest", "max": "max", "min": "min",
                     "max_limit_request_ratio": "maxLimitRequestRatio"}
 NETWORK_KEYS = ("egress_cidrs", "egress_to_namespaces", "ingress_from_namespaces", "allow_same_namespace",
@@ -92,6 +93,7 @@ def default_settings(**overrides):
         "common_labels": {},
         "allowed_registries": [],
         "gpu_access_policy": True,
+        "allocation_api": tenants_claims.DEVICE_PLUGIN,
         "gpu_allocation": {},
     }
     settings.update(dict((k, v) for k, v in overrides.items() if v is not None))
@@ -161,9 +163,15 @@ def _str_list(problems, team, field, value):
     return good
 
 
+def kinds(settings):
+    """The kinds of a run: ResourceClaimTemplates only in DRA mode (resource.k8s.io/v1 is served from 1.34)."""
+    return KINDS + ((tenants_claims.KIND,) if tenants_claims.is_dra(settings) else ())
+
+
 def is_extended_resource(resource):
     """quota key without requests./limits. -> True for nvidia.com/gpu, False for cpu, count/pods."""
-    if resource.startswith(upstream.QUOTA_NATIVE_PREFIXES) or upstream.QUOTA_STORAGE_CLASS_MARKER in resource:
+    if resource.startswith(upstream.QUOTA_NATIVE_PREFIXES) or upstream.QUOTA_STORAGE_CLASS_MARKER in resource \
+            or tenants_claims.is_claim_quota(resource):
         return False
     if "/" not in resource:
         return False
@@ -178,13 +186,15 @@ def quota_resource(key):
     return None, key
 
 
-def _check_quota(problems, team, quota, cluster):
+def _check_quota(problems, team, quota, cluster, settings):
     for key in sorted(quota, key=str):
         value = quota[key]
         field = "quota.%s" % key
         if not isinstance(key, str) or label_key_problem(quota_resource(key)[1]):
             problems.add(team, field, value, "%r is not a resource name (e.g. requests.cpu, requests.nvidia.com/gpu)"
                          % (key,))
+            continue
+        if tenants_claims.check_quota_key(problems, team, field, value, key, settings):
             continue
         prefix, resource = quota_resource(key)
         if is_extended_resource(resource) and prefix != "requests":
@@ -377,7 +387,7 @@ def _check_team(problems, team, entry, settings, cluster):
     if "description" in entry and not isinstance(entry["description"], str):
         problems.add(team, "description", entry["description"], "must be a string")
     quota = _mapping(problems, team, "quota", entry.get("quota"))
-    _check_quota(problems, team, quota, cluster)
+    _check_quota(problems, team, quota, cluster, settings)
     _check_limit_range(problems, team, _mapping(problems, team, "limit_range", entry.get("limit_range")))
     level = entry.get("pod_security", settings["default_pod_security"])
     if level == "privileged":
@@ -402,6 +412,7 @@ def _check_team(problems, team, entry, settings, cluster):
         if key in (OWNED_KEYS_ANNOTATION, DESCRIPTION_ANNOTATION, GPU_ALLOCATION_ANNOTATION):
             problems.add(team, "annotations.%s" % key, annotations[key], "set by the role itself")
     tenants_registry.check(problems, team, entry)
+    tenants_claims.check(problems, team, entry, settings, cluster)
 
 
 def gpu_quota(entry):
@@ -442,6 +453,12 @@ def validate(teams, settings, cluster=None):
                 problems.add(team, "name", name, "listed twice (entries %d and %d); merge them" % (seen[name], index))
             seen.setdefault(name, index)
         _check_team(problems, team, entry, settings, cluster)
+    if settings.get("allocation_api") not in tenants_claims.ALLOCATION_APIS:
+        problems.items.append("%s = %s: use %s" % (
+            tenants_claims.VARIABLE, _show(settings.get("allocation_api")), " or ".join(tenants_claims.ALLOCATION_APIS)))
+    if tenants_claims.is_dra(settings):
+        _check_dra_total(problems, teams, cluster, settings)
+        return problems.items
     total = sum(gpu_quota(e) for e in teams)
     available = (cluster or {}).get("gpus")
     if total and available is not None and total > available and not settings.get("allow_overcommit"):
@@ -451,6 +468,20 @@ def validate(teams, settings, cluster=None):
             "%s: the teams' quota.requests.nvidia.com/gpu add up to %d (%s) but the cluster has %d GPUs: lower the "
             "quotas or set tenants_allow_overcommit: true" % (VARIABLE, total, per_team, available))
     return problems.items
+
+
+def _check_dra_total(problems, teams, cluster, settings):
+    quota_key = tenants_claims.class_quota_key(upstream.DEVICE_CLASS_GPU)
+    total = sum(tenants_claims.class_quota(e) for e in teams)
+    available = (cluster or {}).get("gpus")
+    if available is None:
+        available = ((cluster or {}).get("dra") or {}).get("gpus")
+    if total and available is not None and total > available and not settings.get("allow_overcommit"):
+        per_team = ", ".join("%s=%d" % (e.get("name"), tenants_claims.class_quota(e)) for e in teams
+                             if isinstance(e, dict) and tenants_claims.class_quota(e))
+        problems.items.append(
+            "%s: the teams' quota.%s add up to %d (%s) but the cluster's ResourceSlices publish %d GPUs: lower the "
+            "quotas or set tenants_allow_overcommit: true" % (VARIABLE, quota_key, total, per_team, available))
 
 
 # ---------------------------------------------------------------------------
@@ -597,6 +628,7 @@ def render_team(entry, settings):
             extra.get("groups") or [], extra.get("users") or [], extra.get("service_accounts") or [], team)))
     objects.extend(tenants_registry.render(entry, settings, lambda name: _meta(name, None, team, labels)))
     objects.extend(tenants_gpu_access.render(entry, settings, lambda name: _meta(name, None, team, labels)))
+    objects.extend(tenants_claims.render(entry, settings, lambda name: _meta(name, team, team, labels)))
     return objects
 
 

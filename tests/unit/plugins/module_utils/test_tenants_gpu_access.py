@@ -86,7 +86,8 @@ def test_the_variable_without_a_request_is_refused_naming_container_and_rule(sto
         "pods \"%s\" is forbidden: ValidatingAdmissionPolicy 'skaffon-gpu-access-team-a' with binding "
         "'skaffon-gpu-access-team-a' denied request: container main sets NVIDIA_VISIBLE_DEVICES (only void/none "
         "grant nothing; the device plugin names the GPUs it allocated): in namespace team-a GPUs come only "
-        "through a resource request (nvidia.com/gpu or nvidia.com/mig-<profile> in resources.limits)"
+        "through a resource request (nvidia.com/gpu or nvidia.com/mig-<profile> in resources.limits, or a "
+        "ResourceClaim in resources.claims)"
         % bad["metadata"]["name"])
     store.create("pods", pod("other", container("main", env=ALL)))  # no policy bound there
 
@@ -121,6 +122,10 @@ def test_refused(store, spec, words):
     {"containers": [container("main", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}])]},
     {"containers": [container("main")], "volumes": [{"name": "data", "hostPath": {"path": "/data"}}]},
     {"containers": [container("main", env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}])]},
+    # DRA mode: a claim in resources.claims is the container's GPU request
+    {"containers": [dict(container("main", env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]),
+                         resources={"claims": [{"name": "gpu"}]})],
+     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
 ])
 def test_admitted(store, spec):
     store.create("pods", pod("team-a", **spec))
