@@ -159,3 +159,37 @@ def test_requests_are_summed_exactly_like_the_quota_does():
     for text in ("0.1", "100m", "1Gi", "1.5e3", "1n", "7"):
         assert parse_quantity(text) == Quantity.parse(text).value
     assert parse_quantity("0.1") + parse_quantity("0.2") == parse_quantity("300m")
+
+
+def _spread(name, app="gang", **spec):
+    """A pod with a required anti-affinity to its siblings on kubernetes.io/hostname (one per node),
+    as the templates spread a gang; kube-scheduler's InterPodAffinity filter."""
+    p = pod(name, **spec)
+    p["metadata"]["labels"] = {"app": app}
+    p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    return p
+
+
+def test_required_pod_anti_affinity_puts_siblings_on_different_nodes(cluster):
+    c = cluster
+    for name in ("a", "b", "c"):
+        c.store.create("pods", _spread(name))
+    c.wait(lambda: all(c.pod("default", n)["spec"].get("nodeName") for n in ("a", "b", "c")))
+    assert len(set(c.pod("default", n)["spec"]["nodeName"] for n in ("a", "b", "c"))) == 3
+    # a fourth sibling has no node left: the real filter's words for every node
+    c.store.create("pods", _spread("d"))
+    cond = c.wait(lambda: _scheduled(c, "d"), what="PodScheduled condition")
+    assert cond["status"] == "False"
+    assert cond["message"].startswith("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."), \
+        cond["message"]
+    # an unrelated pod without the label is not kept away, and a pod landing next to one that
+    # repels it is refused by the existing pod's term
+    c.store.create("pods", pod("other"))
+    c.wait(lambda: c.pod("default", "other")["spec"].get("nodeName"))
+    plain = pod("plain")
+    plain["metadata"]["labels"] = {"app": "gang"}
+    plain["spec"]["nodeSelector"] = {"kubernetes.io/hostname": c.pod("default", "a")["spec"]["nodeName"]}
+    c.store.create("pods", plain)
+    cond = c.wait(lambda: _scheduled(c, "plain"), what="PodScheduled condition")
+    assert "node(s) didn't satisfy existing pods anti-affinity rules" in cond["message"], cond["message"]

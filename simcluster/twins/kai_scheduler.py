@@ -29,7 +29,7 @@ from ..errors import ApiError
 from . import dra
 from . import kai_fractions as frac
 from . import kai_share
-from .matching import matches_node_selector, tolerates, untolerated_taint
+from .matching import PodPlacements, matches_node_selector, tolerates, untolerated_taint
 from .scheduler import bind, insufficient
 from .volumes import VOLUME_NODE_CONFLICT, claims_problem, volume_node_conflict
 from .util import clone, containers_requests, parse_quantity, random_suffix, set_condition, write_status
@@ -124,6 +124,7 @@ class KaiScheduler:
         self.node_index = {n["metadata"]["name"]: n for n in all_nodes}
         all_queues = self._queues()
         all_jobs = self._jobs(mine)
+        self.placements = PodPlacements(pods, all_nodes)
         for value, strategy in self._shards(key):
             def mine_(obj, value=value):
                 return not key or (obj["metadata"].get("labels") or {}).get(key, "") == value
@@ -381,7 +382,7 @@ class KaiScheduler:
 
     # -- nodes -----------------------------------------------------------------------------------
     @staticmethod
-    def _fits(pod, node, used, ctx=None):
+    def _fits(pod, node, used, ctx=None, placements=None):
         spec = pod["spec"]
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(
                 spec.get("tolerations"), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
@@ -390,6 +391,10 @@ class KaiScheduler:
             return "node(s) had untolerated taint"
         if not matches_node_selector(spec, node):
             return "node(s) didn't match Pod's node affinity/selector"
+        if placements is not None:
+            conflict = placements.conflict(pod, node)
+            if conflict is not None:
+                return conflict
         short = insufficient(spec, node, used)
         if short:
             return "node(s) didn't have enough resources: %s" % ("GPUs" if short[0] == GPU else short[0])
@@ -435,6 +440,7 @@ class KaiScheduler:
         Returns [(pod, node name, None or (gpu group, new))] or None."""
         trial = {k: dict(v) for k, v in used.items()}
         groups = {k: dict(v) for k, v in self.groups.items()}
+        placed = self.placements.copy() if getattr(self, "placements", None) is not None else None
         trial_devices = []
         out = []
         for pod in pods:
@@ -445,7 +451,7 @@ class KaiScheduler:
             fitting = []
             for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
                 name = node["metadata"]["name"]
-                if self._fits(pod, node, trial, self.ctx) is not None or self._dra_block(pod, node):
+                if self._fits(pod, node, trial, self.ctx, placed) is not None or self._dra_block(pod, node):
                     continue
                 gpu = None
                 if fraction:
@@ -468,6 +474,8 @@ class KaiScheduler:
                         if key_ not in state.dpass.in_use and not r.get("adminAccess"):
                             state.dpass.in_use.add(key_)
                             trial_devices.append((state.dpass, key_))
+            if placed is not None:
+                placed.add(pod, name)       # the gang's next pod sees this one (anti-affinity)
             acc = trial.setdefault(name, {"pods": 0})
             _add(acc, containers_requests(pod["spec"]))
             acc["pods"] = acc.get("pods", 0) + 1
@@ -534,7 +542,8 @@ class KaiScheduler:
     def _fit_message(self, pod, nodes, used, want):
         counts = {}
         for node in nodes:
-            why = (self._fits(pod, node, used, self.ctx) or self._dra_block(pod, node)
+            why = (self._fits(pod, node, used, self.ctx, getattr(self, "placements", None))
+                   or self._dra_block(pod, node)
                    or "node(s) could not fit all pods of the gang")
             counts[why] = counts.get(why, 0) + 1
         detail = ", ".join("%d %s" % (n, r) for r, n in sorted(counts.items()))
@@ -607,6 +616,10 @@ class KaiScheduler:
                         a = queues.get(a.parent)
 
     # -- writes ----------------------------------------------------------------------------------
+    def _placed(self, pod, node):
+        if getattr(self, "placements", None) is not None:
+            self.placements.add(pod, node)
+
     def _bind(self, pod, node, used, group=None):
         """The binder: for a fraction first the GPU group (a reservation pod for a new one), the pod's
         group label and its GPU-sharing ConfigMaps, then the same Binding as the default scheduler's."""
@@ -616,6 +629,7 @@ class KaiScheduler:
             return False
         if group is None:
             bind(self.ctx, pod, node, used)
+            self._placed(pod, node)
             return True
         gid, new = group
         store, ns, name = self.ctx.store, pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -643,6 +657,7 @@ class KaiScheduler:
                 return False
             raise
         bind(self.ctx, pod, node, used)
+        self._placed(pod, node)
         g = self.groups.setdefault(node, {})
         g[gid] = g.get(gid, 0.0) + share
         return True

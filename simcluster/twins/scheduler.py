@@ -13,7 +13,7 @@ pod unschedulable on every node, with no preemption.
 
 from ..errors import ApiError
 from . import dra
-from .matching import matches_node_selector, untolerated_taint, tolerates
+from .matching import PodPlacements, matches_node_selector, untolerated_taint, tolerates
 from .util import clone, containers_requests, parse_quantity, pod_active, set_condition, write_status
 from .volumes import VOLUME_NODE_CONFLICT, claims_problem, prefilter_message, select_node, volume_node_conflict
 
@@ -74,6 +74,7 @@ class Scheduler:
                     acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
         pending.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        self._placements = PodPlacements(pods, nodes)
         self._dra_pass = dra.Pass(self.ctx) if any(dra.has_claims(p) for p in pending) else None
         for pod in pending:
             self._dra = None
@@ -93,6 +94,10 @@ class Scheduler:
                                                                taint.get("value", ""))], False
         if not matches_node_selector(spec, node):
             return [AFFINITY_MISMATCH], False
+        placements = getattr(self, "_placements", None)
+        conflict = placements.conflict(pod, node) if placements is not None else None
+        if conflict is not None:
+            return [conflict], False
         alloc = (node.get("status") or {}).get("allocatable") or {}
         have = used.get(node["metadata"]["name"], {})
         reasons = []
@@ -176,6 +181,8 @@ class Scheduler:
             self.ctx.runtime.after(0.05)      # a claim changed meanwhile: the next pass retries
             return
         bind(self.ctx, pod, node["metadata"]["name"], used)
+        if getattr(self, "_placements", None) is not None:
+            self._placements.add(pod, node["metadata"]["name"])
 
 
 class _FilterError(Exception):

@@ -153,12 +153,9 @@ def _report(folder):
 
 
 def one_pod_per_node(figures):
-    """The templates spread the gang with a required podAntiAffinity on kubernetes.io/hostname; the
-    simulator's scheduler twins do not read inter-pod affinity yet (docs/simcluster-fidelity.md), so
-    the gang may land on one node and nccl-tests measures NVLink instead of the fabric."""
-    if len(figures.get("nodes") or []) < figures.get("ranks", 0):
-        pytest.xfail("the gang's pods share a node (%s): the scheduler twins ignore podAntiAffinity"
-                     % figures.get("nodes"))
+    """The templates spread the gang with a required podAntiAffinity on kubernetes.io/hostname: one
+    pod per node, so nccl-tests measures the fabric between nodes, not NVLink within one."""
+    assert len(figures.get("nodes") or []) == figures.get("ranks"), figures
 
 
 def left_over(sim):

@@ -179,11 +179,29 @@ def pair_objects(objs, pair, number):
                 for key, value in list(labels.items()):
                     if value == old:
                         labels[key] = new
+            _rename_in_pod_affinity(pod_spec, old, new)
             _pin(pod_spec, pair)
             for container in (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or []):
                 _resize(container, size, old, new)
         out.append(body)
     return out
+
+
+def _rename_in_pod_affinity(pod_spec, old, new):
+    """The gang's one-pod-per-node rule selects its own pods by the Job's name (job-name label): the
+    copy's pods must repel each other, not the original's, or both land on one node and measure NVLink."""
+    affinity = pod_spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        rules = affinity.get(kind) or {}
+        terms = list(rules.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+        terms += [w.get("podAffinityTerm") or {} for w in rules.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+        for term in terms:
+            selector = term.get("labelSelector") or {}
+            for key, value in list((selector.get("matchLabels") or {}).items()):
+                if value == old:
+                    selector["matchLabels"][key] = new
+            for expr in selector.get("matchExpressions") or []:
+                expr["values"] = [new if v == old else v for v in expr.get("values") or []]
 
 
 def _pin(pod_spec, pair):

@@ -444,6 +444,23 @@ def test_pair_objects_pin_two_nodes_and_scale_mpirun():
             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-h100-3", "gpu-h100-1"]}]}]}
     assert "mpirun --allow-run-as-root -np 16 -N 8" in spec["template"]["spec"]["containers"][0]["command"][2]
     assert objs[1]["spec"]["parallelism"] == 4   # the original is untouched
+
+
+def test_pair_objects_spread_the_copy_by_its_own_name():
+    """One pod per node: the copy's anti-affinity selects the copy's pods, not the original Job's."""
+    ctx = Cluster().context()
+    objs = allreduce.objects.prepare(ctx, manifests()["nccl"], "nccl")
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+        "matchLabels": {"job-name": "wla-nccl"},
+        "matchExpressions": [{"key": "job-name", "operator": "In", "values": ["wla-nccl", "other"]}]}}
+    objs[1]["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    pair_job = allreduce.pair_objects(objs, ("gpu-h100-1", "gpu-h100-2"), 3)[1]
+    copied = pair_job["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
+    assert copied["matchLabels"] == {"job-name": "wla-nccl-pair3"}
+    assert copied["matchExpressions"][0]["values"] == ["wla-nccl-pair3", "other"]
+    assert term["labelSelector"]["matchLabels"] == {"job-name": "wla-nccl"}    # the original is untouched
     # the list form: mpirun's -np scaled, all_reduce_perf's own -n (iterations) kept
     objs[1]["spec"]["template"]["spec"]["containers"][0]["command"] = [
         "mpirun", "-np", "32", "-N", "8", "all_reduce_perf", "-b", "8", "-e", "8G", "-n", "20"]
