@@ -209,13 +209,18 @@ def _admit_builtin(st, store, op, resource, obj, old, dry_run, field_validation,
 
 def _default_volume_fields(resource, obj):
     """SetDefaults_PersistentVolumeClaimSpec / SetDefaults_PersistentVolume: volumeMode Filesystem;
-    a PV's reclaim policy Retain."""
+    a PV's reclaim policy Retain; the phase Pending."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
     spec.setdefault("volumeMode", "Filesystem")
     if resource == "persistentvolumes":
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    # SetDefaults_PersistentVolumeClaim / _PersistentVolume: phase Pending (applied on every decode,
+    # so a claim reads Pending before the PV controller has looked at it)
+    status = obj.setdefault("status", {})
+    if isinstance(status, dict) and not status.get("phase"):
+        status["phase"] = "Pending"
 
 
 def _default_storage_class(store, obj):
