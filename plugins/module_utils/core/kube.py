@@ -153,6 +153,7 @@ class Kube(object):
         self._sleep = sleep
         self._clock = clock
         self._resources = {}
+        self._confirmed = set()
         configuration = getattr(k8s_client, "configuration", None)
         self.url = getattr(configuration, "host", None)
 
@@ -204,14 +205,44 @@ class Kube(object):
         return self._resources[key]
 
     def served(self, api_version, kind):
-        """True when the API server serves the kind (its CRD is installed)."""
+        """True when the API server serves the kind now (its CRD is installed).
+
+        The resolution may come from kubernetes.core's discovery cache file (one per server URL and
+        user, in the temp directory), which outlives the cluster: one rebuilt at the same address
+        (kind, a lab reinstall) still "has" the old CRDs there. So a hit is confirmed once per
+        client against the group-version's discovery document (one GET)."""
         try:
             self.resource(api_version, kind)
-            return True
         except ApiError as err:
             if err.status == 404:
                 return False
             raise
+        if (api_version, kind) in self._confirmed:
+            return True
+        if kind in self._served_kinds(api_version, kind):
+            self._confirmed.add((api_version, kind))
+            return True
+        self._forget(api_version, kind)
+        return False
+
+    def _served_kinds(self, api_version, kind):
+        path = "/api/%s" % api_version if "/" not in api_version else "/apis/%s" % api_version
+        try:
+            doc = as_dict(self.call("GET", kind, None, None, lambda: self.dynamic.request(
+                "GET", path, _request_timeout=self.request_timeout)))
+        except ApiError as err:
+            if err.status == 404:
+                return set()
+            raise
+        return set(r.get("kind") for r in doc.get("resources") or [] if "/" not in (r.get("name") or ""))
+
+    def _forget(self, api_version, kind):
+        """Drop a stale resolution: the next one asks the server (and rewrites the cache file)."""
+        self._resources.pop((api_version, kind), None)
+        self._confirmed.discard((api_version, kind))
+        invalidate = getattr(self.dynamic.resources, "invalidate_cache", None)
+        if invalidate is not None:
+            self.call("GET", kind, None, None, invalidate)
 
     # -- reads -------------------------------------------------------------------
     def get(self, api_version, kind, name, namespace=None):
@@ -235,8 +266,18 @@ class Kube(object):
         if field_selector:
             params["field_selector"] = field_selector
         selected = ",".join(s for s in (label_selector, field_selector) if s)
-        result = as_dict(self.call("LIST", kind, ("[%s]" % selected) if selected else None, namespace,
-                                   lambda: res.get(**params)))
+        try:
+            result = as_dict(self.call("LIST", kind, ("[%s]" % selected) if selected else None, namespace,
+                                       lambda: res.get(**params)))
+        except ApiError as err:
+            # a collection that 404s is not served (a stale discovery cache said it was)
+            if err.status == 404:
+                self._forget(api_version, kind)
+                self.resource(api_version, kind)   # raises "does not serve this kind" when it is gone
+                result = as_dict(self.call("LIST", kind, None, namespace,
+                                           lambda: self.resource(api_version, kind).get(**params)))
+            else:
+                raise
         return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion")
 
     def log(self, name, namespace, container=None, tail_lines=None):

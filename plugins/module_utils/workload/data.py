@@ -43,8 +43,10 @@ def data_staged(ctx):
         pods = objects.pods_of(ctx, sub.namespace, sub.name, sub.uid)
         state["pods"] = pods
         done = objects.job_finished(job) if job else "gone"
-        if done or (pods and all(objects.phase_of(p) in ("Succeeded", "Failed") for p in pods)):
-            return done or "pods finished"
+        # every pod failed (a 404 is a 404 on each retry): report now, not after the backoff; a pod that
+        # succeeded is read once the Job controller has marked the Job Complete
+        if done or (pods and all(objects.phase_of(p) == "Failed" for p in pods)):
+            return done or "pods failed"
         return None
 
     outcome = objects.until(ctx, finished, stage_timeout, watch=("v1", "Pod", sub.namespace))

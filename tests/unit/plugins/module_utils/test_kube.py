@@ -119,3 +119,56 @@ def test_get_404_is_none_and_lost_connection_names_the_url():
         k.get("v1", "Node", "x")
     assert err.value.status is None
     assert "cannot reach the API server at https://api.example:6443" in str(err.value)
+
+
+class StaleDiscovery:
+    """A discovery cache file from an earlier cluster at the same address: it still resolves Queue,
+    the server's own discovery document and collections no longer have it."""
+
+    def __init__(self, served_now):
+        self.client = self
+        self.resources = self
+        self.served_now = set(served_now)
+        self.fresh = False
+        self.requests = []
+        self.configuration = type("C", (), {"host": "https://api.example:6443"})()
+
+    def get(self, api_version, kind):   # resources.get: the cache, until invalidated
+        if self.fresh and kind not in self.served_now:
+            from kubernetes.dynamic.exceptions import ResourceNotFoundError
+            raise ResourceNotFoundError("No matches found for {'kind': '%s'}" % kind)
+        outer = self
+
+        class Collection:
+            def get(self, **kw):
+                outer.requests.append(("LIST", kind))
+                if kind not in outer.served_now:
+                    raise FakeApiException(404, "Not Found", "the server could not find the requested resource")
+                return {"items": [], "metadata": {"resourceVersion": "7"}}
+        return Collection()
+
+    def request(self, method, path, **kw):
+        self.requests.append((method, path))
+        return {"resources": [{"name": k.lower() + "s", "kind": k} for k in self.served_now]}
+
+    def invalidate_cache(self):
+        self.fresh = True
+
+
+def test_a_stale_discovery_cache_is_confirmed_against_the_server_once():
+    dyn = StaleDiscovery(served_now=["Pod"])
+    k = Kube(dyn, retry_seconds=0)
+    assert k.served("scheduling.run.ai/v2", "Queue") is False
+    assert dyn.requests == [("GET", "/apis/scheduling.run.ai/v2")] and dyn.fresh
+    assert k.served("v1", "Pod") is True and k.served("v1", "Pod") is True
+    assert dyn.requests[1:] == [("GET", "/api/v1")]      # confirmed once per client
+
+
+def test_a_list_that_404s_says_the_kind_is_not_served():
+    dyn = StaleDiscovery(served_now=["Pod"])
+    k = Kube(dyn, retry_seconds=0)
+    with pytest.raises(ApiError) as err:
+        k.list("scheduling.run.ai/v2", "Queue")
+    assert err.value.status == 404 and "does not serve this kind" in str(err.value)
+    assert "its CRD is not installed" in str(err.value)
+    assert k.list("v1", "Pod") == ([], "7")
