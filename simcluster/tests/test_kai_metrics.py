@@ -129,7 +129,7 @@ def test_promtool_reads_the_exposition():
     promtool = shutil.which("promtool")
     if promtool is None:
         return
-    text = serve(Store(pods=[controller()], queues=[queue("a", allocated={"nvidia.com/gpu": "1"}),
-                                                     queue("b", display='say "hi"')]))[1]
+    queues = [queue("a", allocated={"nvidia.com/gpu": "1"}), queue("b", display='say "hi"')]
+    text = serve(Store(pods=[controller()], queues=queues))[1]
     proc = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
     assert b"error" not in proc.stdout.lower() + proc.stderr.lower(), proc.stdout + proc.stderr

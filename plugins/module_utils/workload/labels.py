@@ -205,9 +205,13 @@ def check(ctx, query, now):
                 where, selector))
     if failures:
         return Result("labels-exported", FAIL, "; ".join(failures), evidence, figures)
-    return Result("labels-exported", PASS, "GPU series name the pods (%d), kube_pod_labels carry %s%s" % (
-        len(gpu), ", ".join(sorted(want)) or "no labels", "" if backend == "none" else
-        ", the %s queue %s has its series" % (backend, queue_name)), evidence, figures)
+    # the counts in the summary too: the report's table of steps shows the summary, not the figures
+    return Result("labels-exported", PASS, "%d GPU series name the pods, %d of them joined to kube_pod_labels "
+                  "(%d series) carrying %s%s" % (
+                      len(gpu), figures.get("gpu_series_attributed", 0), len(pod_labels),
+                      ", ".join(sorted(want)) or "no labels", "" if backend == "none" else
+                      "; the %s queue %s: %d series" % (backend, queue_name, figures.get("queue_series", 0))),
+                  evidence, figures)
 
 
 @step("labels-exported")
