@@ -33,10 +33,18 @@ def test_demo_runs_site_then_verify_and_every_check_passes():
     handover, _, workload = out.partition("demo: === the workload acceptance")
     rows = re.findall(r"^\| (\d+) \| `([a-z-]+)` .*? \| (PASS|\*\*FAIL\*\*|SKIP) \|", handover, flags=re.M)
     assert [r[1] for r in rows] == list(CHECKS), rows
-    # the workload acceptance after verify.yml: every step but labels-exported (no Prometheus URL) passes
+    # the workload acceptance after verify.yml, with the demo's Prometheus: every step passes
     steps = re.findall(r"^\| (\d+) \| `([a-z-]+)` .*? \| (PASS|\*\*FAIL\*\*|SKIP) \|", workload, flags=re.M)
     assert [r[1] for r in steps] == list(STEPS), workload[-6000:]
-    assert [r[1] for r in steps if r[2] != "PASS"] == ["labels-exported"], workload[-6000:]
+    assert [r[1] for r in steps if r[2] != "PASS"] == [], workload[-6000:]
+    # labels-exported with its figures: GPU, pod-label and KAI queue series counted, no label missing
+    row = re.search(r"^\| \d+ \| `labels-exported` .*$", workload, flags=re.M).group(0)
+    counts = re.search(r"(\d+) GPU series name the pods, (\d+) of them joined to kube_pod_labels \((\d+) series\) "
+                       r"carrying (.*?); the kai queue \S+: (\d+) series", row)
+    assert counts, row
+    gpu, joined, pod_labels, carried, queue = counts.groups()
+    assert int(gpu) >= 2 and int(joined) >= 2 and int(pod_labels) >= 1 and int(queue) == 7, row
+    assert "cost-center" in carried and "gpu-platform.skaffon.io/team" in carried, row
     assert "**Figures from a simulated cluster.**" in workload and "demo: workload acceptance passed" in workload
     if "no prometheus binary" in out:      # Debian's prometheus missing: the alarm cannot be shown
         assert [r[1] for r in rows if r[2] != "PASS"] == ["monitoring-alert"], rows
