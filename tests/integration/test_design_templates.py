@@ -265,9 +265,16 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
     They are not run: the KAI and Kueue scheduling twins are not part of this branch."""
     sim, _, _ = designed
     with open(os.path.join(EXAMPLE, "group_vars", "all", "platform_design.yml")) as handle:
-        req = yaml.safe_load(handle)["platform_requirements"]
-    req = dict(req, queue_backend=backend)
-    out = _render(tmp_path, sim, {"platform_requirements": req})
+        design = yaml.safe_load(handle)
+    extra = {"platform_requirements": dict(design["platform_requirements"], queue_backend=backend)}
+    if backend == "kueue":
+        # KAI GPU fractions exist only in KAI: under Kueue the example's inference pool is time-sliced
+        pools = design["platform_pools"]
+        pools["pool_l40s_inference"] = dict((k, v) for k, v in pools["pool_l40s_inference"].items()
+                                            if k not in ("allocation", "placement"))
+        pools["pool_l40s_inference"].update(allocation="time-slicing", time_slicing_replicas=4)
+        extra["platform_pools"] = pools
+    out = _render(tmp_path, sim, extra)
     teams = sorted(os.listdir(os.path.join(out, "templates")))
     assert teams == ["team-inference", "team-nlp", "team-vision"]
     from kubernetes.client.rest import ApiException
@@ -281,7 +288,9 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
         for name in ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment", "fractional-inference",
                      "training-job", "nccl-allreduce-job", "data-stage-job", "load-job"):
             path = _template(out, team, name)
-            if name == "fractional-inference":     # only for a team on a pool of KAI GPU fractions
+            # only for a team on a pool of KAI GPU fractions: the example's inference pool
+            fraction = backend == "kai" and team == "team-inference"
+            if name == "fractional-inference" and not fraction:
                 assert not os.path.exists(path), path
                 continue
             if not os.path.exists(path):    # multi-node templates: teams with whole GPUs only
@@ -301,6 +310,10 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
                 else:
                     assert doc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == team
                     assert "schedulerName" not in doc["spec"]["template"]["spec"]
+                if name == "fractional-inference":   # part of one GPU: KAI's annotation, no GPU request
+                    pod = doc["spec"]["template"]
+                    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+                    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0]["resources"])
                 if name in ("gang-job", "training-job", "nccl-allreduce-job"):
                     if backend == "kai":
                         assert doc["metadata"]["annotations"]["kai.scheduler/batch-min-member"] == \
@@ -308,32 +321,3 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
                     else:
                         assert doc["spec"]["suspend"] is True
 
-
-def test_fractional_inference_of_a_fraction_pool_is_accepted_by_the_api_server(designed, tmp_path):
-    """The example's inference pool on KAI GPU fractions: its team gets fractional-inference (gpu-fraction,
-    no GPU request, kai-scheduler), which passes server-side validation; the other teams do not get it."""
-    sim, _, _ = designed
-    with open(os.path.join(EXAMPLE, "group_vars", "all", "platform_design.yml")) as handle:
-        design = yaml.safe_load(handle)
-    pools = design["platform_pools"]
-    pools["pool_l40s_inference"] = dict((k, v) for k, v in pools["pool_l40s_inference"].items()
-                                        if k not in ("mps_replicas", "time_slicing_replicas"))
-    pools["pool_l40s_inference"]["allocation"] = "fraction"
-    req = dict(design["platform_requirements"], queue_backend="kai")
-    out = _render(tmp_path, sim, {"platform_pools": pools, "platform_requirements": req})
-    assert not os.path.exists(_template(out, "team-vision", "fractional-inference"))
-    path = _template(out, "team-inference", "fractional-inference")
-    with open(path) as handle:
-        doc = yaml.safe_load(handle)
-    pod = doc["spec"]["template"]
-    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
-    assert pod["spec"]["schedulerName"] == "kai-scheduler"
-    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0]["resources"])
-    from kubernetes.client.rest import ApiException
-    try:
-        _core(sim).create_namespace({"metadata": {"name": "team-inference", "labels": {
-            "pod-security.kubernetes.io/enforce": "restricted"}}})
-    except ApiException as exc:
-        assert exc.status == 409
-    res = _apply(sim, path, "--dry-run=server")
-    assert res.returncode == 0, (path, res.stderr)
