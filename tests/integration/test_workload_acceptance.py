@@ -28,7 +28,7 @@ PREFIX = "gpu.skaffon.io/"
 H100 = {"accelerator": "h100", "topology": "nvlink", "fabric": "ib", "workload": "training", "sharing": "mig",
         "trust": "mixed"}
 L40S = {"accelerator": "l40s", "topology": "pcie", "fabric": "ethernet", "workload": "inference",
-        "sharing": "time-slicing", "trust": "single"}
+        "sharing": "fraction", "trust": "single"}
 STEPS = ["queued-job", "data-staged", "nccl-allreduce", "training-window", "checkpoint-restore", "labels-exported",
          "cost-baseline", "inference-serving"]
 
