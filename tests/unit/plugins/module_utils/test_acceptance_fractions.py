@@ -33,12 +33,6 @@ class KaiBinder(FakeKube):
         self.extra_holders = extra_holders
         self.created = []
 
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
-        # the watch of one pod lists with metadata.name=<pod>, as the API server filters it
-        items, version = FakeKube.list(self, api_version, kind, namespace, label_selector, field_selector)
-        names = [t.split("=", 1)[1] for t in (field_selector or "").split(",") if t.startswith("metadata.name=")]
-        return [o for o in items if not names or o["metadata"]["name"] in names], version
-
     def create(self, body, dry_run=False):
         out = FakeKube.create(self, body, dry_run)
         if body["kind"] != "Pod" or dry_run or "gpu-fraction" not in (body["metadata"].get("annotations") or {}):
