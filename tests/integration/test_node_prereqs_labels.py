@@ -217,3 +217,31 @@ def test_bad_pool_input_is_refused_before_anything(tmp_path, pool, taints, expec
     # refused before detection: no facts task ran
     assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []
 
+
+def test_gpu_operator_detects_only_hosts_node_prereqs_did_not_detect_in_this_run(cluster):
+    """site.yml runs node_prereqs, then gpu_operator.yml: the second detection play is left out for
+    the hosts node_prereqs detected in the same run; gpu_operator.yml alone detects every host."""
+    sim, work = cluster
+    inv = inventory(work, sim)
+    with open(inv) as handle:
+        data = json.load(handle)
+    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
+        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    both = os.path.join(work, "prereqs-then-operator.yml")
+    with open(both, "w") as handle:
+        yaml.safe_dump([{"ansible.builtin.import_playbook": os.path.join(REPO, "playbooks", name)}
+                        for name in ("node_prereqs.yml", "gpu_operator.yml")], handle)
+    # the operator plays run on the control host: one that does not exist leaves only the detection
+    no_install = {"gpu_operator_control_host": "no-control-host"}
+    gather = "Gather GPU node facts (read-only)"
+    hosts = ("gpu-h100-1", "gpu-l40s-1")
+    together = run_playbook(both, sim.env, inventory=inv, extra_vars=no_install)
+    assert together.rc == 0, together
+    assert all(together.task_results("Gather GPU node facts", h) for h in hosts), together
+    assert [h for h in hosts if together.task_results(gather, h)] == [], together
+    alone = run_playbook(os.path.join(REPO, "playbooks", "gpu_operator.yml"), sim.env, inventory=inv,
+                         extra_vars=no_install)
+    assert alone.rc == 0, alone
+    assert [h for h in hosts if alone.task_results(gather, h)] == list(hosts), alone
