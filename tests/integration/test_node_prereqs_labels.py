@@ -245,3 +245,24 @@ def test_gpu_operator_detects_only_hosts_node_prereqs_did_not_detect_in_this_run
                          extra_vars=no_install)
     assert alone.rc == 0, alone
     assert [h for h in hosts if alone.task_results(gather, h)] == list(hosts), alone
+
+
+def test_bad_inputs_of_every_host_are_refused_together_each_host_named(tmp_path):
+    """The input checks run once for the play: every host's problem is in the one message."""
+    root = str(tmp_path)
+    h100, smi, l40s = fake_roots(root)
+    common = {"ansible_connection": "local", "ansible_become": False, "node_prereqs_label_nodes": False}
+    hosts = {"gpu-h100-1": dict(common, node_prereqs_facts_root=h100, node_prereqs_nvidia_smi_path=smi,
+                                node_prereqs_pool={"accelerater": "h100"}),
+             "gpu-l40s-1": dict(common, node_prereqs_facts_root=l40s, node_prereqs_node_name="GPU_L40S",
+                                node_prereqs_pool_taints=[{"key": "workload", "effect": "NoShedule"}])}
+    path = os.path.join(root, "inventory.json")
+    with open(path, "w") as handle:
+        json.dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, handle)
+    result = run_playbook(PLAYBOOK, dict(os.environ), inventory=path)
+    assert result.rc != 0 and changed(result) == 0, result
+    message = " ".join(result.failure_messages())
+    for expected in ("node_prereqs_pool on gpu-h100-1 must map only", "node_prereqs_pool_taints of gpu-l40s-1",
+                     "NoShedule", "node_prereqs_node_name of gpu-l40s-1 is 'GPU_L40S'"):
+        assert expected in message, message
+    assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []
