@@ -257,7 +257,9 @@ def overlay_inventory(sim, work, roots):
         "queues_chart_ref": KUEUE_CHART, "queues_helm_binary": os.path.join(BIN, "helm"),
         "queues_wait_timeout": 300, "mig_timeout": 900,
         "monitoring_promtool": "/usr/bin/promtool",
-        "acceptance_pod_timeout": 120, "acceptance_audit_log": sim.url + "/_sim/audit"})
+        "acceptance_pod_timeout": 120, "acceptance_audit_log": sim.url + "/_sim/audit",
+        # the hand-over report goes to the work directory, not into the checkout
+        "acceptance_report_dir": os.path.join(work, "acceptance")})
     _dump(os.path.join(inv, "group_vars", "gpu_nodes.yml"), {
         "ansible_connection": "local", "ansible_become": False, "node_prereqs_prepare_host": False})
     for pool, root in ((H100_POOL, roots["h100"]), (L40S_POOL, roots["l40s"])):
