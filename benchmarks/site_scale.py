@@ -41,19 +41,16 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(REPO, "tests", "integration")]
+sys.path[:0] = [HERE, os.path.join(REPO, "tests"), REPO]
 
 
 def _link_collection():
-    """build/collections/ansible_collections/skaffon/gpu_platform -> this checkout, as tests/conftest.py makes it."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("gpu_platform_tests_conftest",
-                                                  os.path.join(REPO, "tests", "conftest.py"))
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    """build/collections/ansible_collections/skaffon/gpu_platform -> this checkout, as the test kit makes it."""
+    from kit import plugin  # noqa: F401  (importing it makes the link)
 
 
 _link_collection()
-from inventory import KERNEL, _demo  # noqa: E402  (the tests' host-root builders)
+from kit.inventory import KERNEL, _demo  # noqa: E402  (the tests' host-root builders)
 from simcluster_scale import rss  # noqa: E402
 from tenants import BIN, COLLECTIONS, WRITES, env_for, fmt_verbs, verbs_of  # noqa: E402
 
@@ -260,7 +257,9 @@ def overlay_inventory(sim, work, roots):
         "queues_chart_ref": KUEUE_CHART, "queues_helm_binary": os.path.join(BIN, "helm"),
         "queues_wait_timeout": 300, "mig_timeout": 900,
         "monitoring_promtool": "/usr/bin/promtool",
-        "acceptance_pod_timeout": 120, "acceptance_audit_log": sim.url + "/_sim/audit"})
+        "acceptance_pod_timeout": 120, "acceptance_audit_log": sim.url + "/_sim/audit",
+        # the hand-over report goes to the work directory, not into the checkout
+        "acceptance_report_dir": os.path.join(work, "acceptance")})
     _dump(os.path.join(inv, "group_vars", "gpu_nodes.yml"), {
         "ansible_connection": "local", "ansible_become": False, "node_prereqs_prepare_host": False})
     for pool, root in ((H100_POOL, roots["h100"]), (L40S_POOL, roots["l40s"])):

@@ -10,13 +10,17 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: node_labels
-short_description: Set or remove labels on many Kubernetes Nodes with one read
+short_description: Set or remove labels and pool taints on many Kubernetes Nodes with one read
 version_added: 0.2.0
 author: skaffon.gpu_platform contributors (@skaffon)
 description:
   - Reads the Nodes once (one LIST) and sends one merge patch to each Node whose labels differ from
     O(labels), in bounded parallel. Nodes whose labels already match are not written.
   - Only the labels named are touched; a label given as C(null) is removed.
+  - With O(pools), a Node also gets its pool labels and taints under the pool's prefix, with the
+    rules of node_prereqs (the P(skaffon.gpu_platform.node_pool_labels#filter) and
+    P(skaffon.gpu_platform.node_taint_list#filter) filters) applied to the Node as read; labels
+    and the taint list go out in one merge patch.
   - Every node named must exist, checked before any write (unless O(allow_missing=true)).
   - Every Kubernetes API error ends in a message naming the verb, the object and the server's answer;
     a failed patch does not stop the others, and the failures are reported together.
@@ -30,7 +34,7 @@ attributes:
     details: Each patch is sent as a server-side dry run.
   diff_mode:
     support: full
-    details: The labels of each Node that changes, before and after.
+    details: The labels (and, for O(pools), the taints) of each Node that changes, before and after.
   platform:
     platforms: posix
   action_group:
@@ -39,8 +43,22 @@ options:
   labels:
     description:
       - 'Node name -> C({label: value}); C(null) removes the label.'
+      - Applied after the pool labels of O(pools) for the same Node.
     type: dict
-    required: true
+    default: {}
+  pools:
+    description:
+      - 'Node name -> C({prefix, pool, taints, labels, host}): the labels and taints the caller owns
+        under C(prefix) (default C(gpu.skaffon.io/)).'
+      - C(pool) maps keys to values; a key without C(/) gets the prefix. Labels under the prefix that
+        are not in C(pool) or C(labels) are removed; other labels are kept.
+      - C(taints) is a list of C({key, value, effect}) (a key without C(/) gets the prefix). Taints
+        whose key starts with the prefix and that are not listed are removed; other taints are kept
+        in place.
+      - C(labels) are further labels of the Node (C(null) removes one), C(host) the inventory host
+        named when the Node does not exist.
+    type: dict
+    default: {}
   allow_missing:
     description:
       - Skip nodes the cluster does not have (returned in RV(unknown)) instead of failing.
@@ -64,6 +82,18 @@ EXAMPLES = r"""
   skaffon.gpu_platform.node_labels:
     labels:
       gpu-l40s-1: {nvidia.com/device-plugin.config: null}
+
+- name: Pool labels and taints of two nodes, in one call
+  skaffon.gpu_platform.node_labels:
+    pools:
+      gpu-h100-1:
+        host: gpu-h100-1
+        pool: {accelerator: h100, workload: training}
+        taints: [{key: workload, value: training, effect: NoSchedule}]
+      gpu-l40s-1:
+        pool: {accelerator: l40s}
+    labels:
+      gpu-h100-1: {nvidia.com/gpu.deploy.driver: "false"}
 """
 
 RETURN = r"""
@@ -92,12 +122,13 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.labels i
 def run(module):
     params = module.params
     return converge(module.kube, params["labels"], check_mode=module.check_mode, diff=module._diff,
-                    parallel=params["parallel"], allow_missing=params["allow_missing"])
+                    parallel=params["parallel"], allow_missing=params["allow_missing"], pools=params["pools"])
 
 
 def main():
     module = GpuPlatformModule(argument_spec=dict(
-        labels=dict(type="dict", required=True),
+        labels=dict(type="dict", default={}),
+        pools=dict(type="dict", default={}),
         allow_missing=dict(type="bool", default=False),
         parallel=dict(type="int", default=8),
     ), supports_check_mode=True)

@@ -83,8 +83,14 @@ def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster)
     assert cp["spec"]["devicePlugin"]["config"]["name"] == "time-slicing-config"
     assert not cp["spec"]["devicePlugin"]["config"].get("default")
 
+    # a re-run writes nothing: the Namespace and the ConfigMap are read and compared, not patched
+    sim.reset_stats()
     again = play(sim, ts_vars(sim, archive, plan, ts))
     assert again.rc == 0 and again.changed() == 0, again
+    stats = sim.stats()
+    writes = dict((res, verbs) for res, verbs in stats["by_resource"].items()
+                  if set(verbs) & {"create", "update", "patch", "delete"})
+    assert writes == {}, writes
     before = dp_restarted_at(sim)
 
     # Edit the content only: without a restart the plugin would keep advertising 4 replicas.

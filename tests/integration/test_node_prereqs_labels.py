@@ -94,6 +94,21 @@ def changed(result):
     return sum(result.changed(h) for h in ("gpu-h100-1", "gpu-l40s-1"))
 
 
+def drop_pool_taint(sim, name):
+    """Someone removes the pool taint by hand: only the foreign taint is left."""
+    nodes = sim.dynamic().resources.get(api_version="v1", kind="Node")
+    nodes.patch(name=name, body={"spec": {"taints": [{"key": "example.com/maintenance", "effect": "PreferNoSchedule"}]}},
+                content_type="application/merge-patch+json")
+    assert [t["key"] for t in node(sim, name)[1]] == ["example.com/maintenance"]
+
+
+def patched(result):
+    """The Nodes the one run_once task patched (or would, in check mode): it runs on the first host."""
+    runs = result.task_results("Label and taint the Node objects of the play's hosts", "gpu-h100-1")
+    assert len(runs) == 1, result
+    return sorted(o["name"] for o in runs[0].get("objects", []))
+
+
 def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
     sim, work = cluster
     inv = inventory(work, sim)
@@ -101,12 +116,12 @@ def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
 
     dry = run_playbook(PLAYBOOK, sim.env, inventory=inv, check=True)
     assert dry.rc == 0, dry
-    assert dry.changed("gpu-h100-1") == 1 and dry.changed("gpu-l40s-1") == 1, dry
+    assert patched(dry) == ["gpu-h100-1", "gpu-l40s-1"] and changed(dry) == 1, dry
     assert {name: node(sim, name) for name in before} == before
 
     first = run_playbook(PLAYBOOK, sim.env, inventory=inv)
     assert first.rc == 0, first
-    assert first.changed("gpu-h100-1") == 1 and first.changed("gpu-l40s-1") == 1, first
+    assert patched(first) == ["gpu-h100-1", "gpu-l40s-1"] and changed(first) == 1, first
     labels, taints = node(sim, "gpu-h100-1")
     assert ours(labels) == {PREFIX + "accelerator": "h100", PREFIX + "topology": "nvlink",
                             PREFIX + "workload": "training", PREFIX + "trust": "mixed",
@@ -121,7 +136,7 @@ def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
     assert plan and plan[0]["ansible_facts"]["node_prereqs_plan"]["driver_enabled"] is True
 
     second = run_playbook(PLAYBOOK, sim.env, inventory=inv)
-    assert second.rc == 0 and changed(second) == 0, second
+    assert second.rc == 0 and changed(second) == 0 and patched(second) == [], second
 
     again_dry = run_playbook(PLAYBOOK, sim.env, inventory=inv, check=True)
     assert again_dry.rc == 0 and changed(again_dry) == 0, again_dry
@@ -129,7 +144,7 @@ def test_labels_and_taints_applied_idempotent_and_check_mode_safe(cluster):
     # The pool taint leaves the inventory: removed, the foreign taint stays.
     inv = inventory(work, sim, h100_taints=False)
     third = run_playbook(PLAYBOOK, sim.env, inventory=inv)
-    assert third.rc == 0 and third.changed("gpu-h100-1") == 1 and third.changed("gpu-l40s-1") == 0, third
+    assert third.rc == 0 and patched(third) == ["gpu-h100-1"], third
     taints = node(sim, "gpu-h100-1")[1]
     assert [t["key"] for t in taints] == ["example.com/maintenance"]
 
@@ -138,24 +153,30 @@ def test_one_patch_per_node_that_differs_none_on_a_rerun(cluster):
     sim, work = cluster
     inv = inventory(work, sim)
     assert run_playbook(PLAYBOOK, sim.env, inventory=inv).rc == 0
-    # a re-run reads each Node once and writes none: kubernetes.core's `state: patched` would send a
-    # patch per node even when nothing changes
+    # a re-run reads the Nodes with one LIST (not a GET per node) and writes none
     sim.reset_stats()
     result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
     assert result.rc == 0 and changed(result) == 0, result
     calls = sim.stats()["by_resource"]["nodes"]
-    assert "patch" not in calls and calls.get("get", 0) <= 2, calls
-    # one node drifts: one patch (no label chains), for that node only
+    assert calls == {"list": 1}, calls
+    # one node drifts, a label and a taint: one patch, for that node only
     sim.run("kubectl", "label", "node", "gpu-l40s-1", PREFIX + "accelerator=wrong", "--overwrite")
+    drop_pool_taint(sim, "gpu-h100-1")
     sim.reset_stats()
     result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
-    assert result.rc == 0 and result.changed("gpu-l40s-1") == 1 and result.changed("gpu-h100-1") == 0, result
+    assert result.rc == 0 and patched(result) == ["gpu-h100-1", "gpu-l40s-1"], result
     calls = sim.stats()["by_resource"]["nodes"]
-    # per node: the k8s_info GET; for the one that differs also k8s' GET (its diff base) and one merge PATCH
-    assert calls.get("patch") == 1, calls
-    assert calls.get("get", 0) <= 3, calls
-    assert set(calls) <= {"get", "patch"}, calls
+    assert calls == {"list": 1, "patch": 2}, calls
     assert node(sim, "gpu-l40s-1")[0][PREFIX + "accelerator"] == "l40s"
+    assert [(t["key"], t.get("value")) for t in node(sim, "gpu-h100-1")[1]] == [
+        ("example.com/maintenance", None), (PREFIX + "workload", "training")]
+    # only the taint drifts: the patch carries the taints, the node is back
+    drop_pool_taint(sim, "gpu-h100-1")
+    sim.reset_stats()
+    result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert result.rc == 0 and patched(result) == ["gpu-h100-1"], result
+    assert sim.stats()["by_resource"]["nodes"] == {"list": 1, "patch": 1}
+    assert PREFIX + "workload" in [t["key"] for t in node(sim, "gpu-h100-1")[1]]
 
 
 def test_missing_node_is_refused(cluster):
@@ -166,9 +187,13 @@ def test_missing_node_is_refused(cluster):
     data["all"]["children"]["gpu_nodes"]["hosts"]["gpu-l40s-1"]["node_prereqs_node_name"] = "no-such-node"
     with open(inv, "w") as handle:
         json.dump(data, handle)
+    sim.reset_stats()
     result = run_playbook(PLAYBOOK, sim.env, inventory=inv)
-    assert result.failed("gpu-l40s-1") == 1
-    assert any("no-such-node" in m and "does not exist" in m for m in result.failure_messages()), result
+    # one task for all hosts: the refusal stops the play (any_errors_fatal) before any Node is written
+    assert result.rc != 0 and result.failed("gpu-h100-1") == 1, result
+    assert any("Node no-such-node (host gpu-l40s-1) does not exist" in m and "node_prereqs_node_name" in m
+               for m in result.failure_messages()), result
+    assert "patch" not in sim.stats()["by_resource"].get("nodes", {})
 
 
 @pytest.mark.parametrize("pool,taints,expected", [
@@ -190,4 +215,54 @@ def test_bad_pool_input_is_refused_before_anything(tmp_path, pool, taints, expec
     assert result.changed("gpu-h100-1") == 0
     assert any(expected in m for m in result.failure_messages()), result
     # refused before detection: no facts task ran
+    assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []
+
+
+def test_gpu_operator_detects_only_hosts_node_prereqs_did_not_detect_in_this_run(cluster):
+    """site.yml runs node_prereqs, then gpu_operator.yml: the second detection play is left out for
+    the hosts node_prereqs detected in the same run; gpu_operator.yml alone detects every host."""
+    sim, work = cluster
+    inv = inventory(work, sim)
+    with open(inv) as handle:
+        data = json.load(handle)
+    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
+        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    both = os.path.join(work, "prereqs-then-operator.yml")
+    with open(both, "w") as handle:
+        yaml.safe_dump([{"ansible.builtin.import_playbook": os.path.join(REPO, "playbooks", name)}
+                        for name in ("node_prereqs.yml", "gpu_operator.yml")], handle)
+    # the operator plays run on the control host: one that does not exist leaves only the detection
+    no_install = {"gpu_operator_control_host": "no-control-host"}
+    gather = "Gather GPU node facts (read-only)"
+    hosts = ("gpu-h100-1", "gpu-l40s-1")
+    together = run_playbook(both, sim.env, inventory=inv, extra_vars=no_install)
+    assert together.rc == 0, together
+    assert all(together.task_results("Gather GPU node facts", h) for h in hosts), together
+    assert [h for h in hosts if together.task_results(gather, h)] == [], together
+    alone = run_playbook(os.path.join(REPO, "playbooks", "gpu_operator.yml"), sim.env, inventory=inv,
+                         extra_vars=no_install)
+    assert alone.rc == 0, alone
+    assert [h for h in hosts if alone.task_results(gather, h)] == list(hosts), alone
+
+
+def test_bad_inputs_of_every_host_are_refused_together_each_host_named(tmp_path):
+    """The input checks run once for the play: every host's problem is in the one message."""
+    root = str(tmp_path)
+    h100, smi, l40s = fake_roots(root)
+    common = {"ansible_connection": "local", "ansible_become": False, "node_prereqs_label_nodes": False}
+    hosts = {"gpu-h100-1": dict(common, node_prereqs_facts_root=h100, node_prereqs_nvidia_smi_path=smi,
+                                node_prereqs_pool={"accelerater": "h100"}),
+             "gpu-l40s-1": dict(common, node_prereqs_facts_root=l40s, node_prereqs_node_name="GPU_L40S",
+                                node_prereqs_pool_taints=[{"key": "workload", "effect": "NoShedule"}])}
+    path = os.path.join(root, "inventory.json")
+    with open(path, "w") as handle:
+        json.dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, handle)
+    result = run_playbook(PLAYBOOK, dict(os.environ), inventory=path)
+    assert result.rc != 0 and changed(result) == 0, result
+    message = " ".join(result.failure_messages())
+    for expected in ("node_prereqs_pool on gpu-h100-1 must map only", "node_prereqs_pool_taints of gpu-l40s-1",
+                     "NoShedule", "node_prereqs_node_name of gpu-l40s-1 is 'GPU_L40S'"):
+        assert expected in message, message
     assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []

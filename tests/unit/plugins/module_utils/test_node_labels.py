@@ -69,3 +69,76 @@ def test_values_become_strings_and_bad_shapes_are_refused_by_name():
         check_wanted({"a": "x"})
     with pytest.raises(DomainError, match=r"labels = \['a'\]: must map node names"):
         check_wanted(["a"])
+
+
+PREFIX = "gpu.skaffon.io/"
+
+
+def tainted(name, labels, taints):
+    obj = node(name, **labels)
+    obj["spec"] = {"taints": taints}
+    return obj
+
+
+def pool_cluster():
+    return FakeKube([
+        tainted("a", {PREFIX + "stale": "x", "team": "ml"},
+                [{"key": "example.com/maintenance", "effect": "PreferNoSchedule"},
+                 {"key": PREFIX + "old", "value": "y", "effect": "NoSchedule"}]),
+        node("b")])
+
+
+POOLS = {"a": {"host": "host-a", "prefix": PREFIX, "pool": {"accelerator": "h100"},
+               "taints": [{"key": "workload", "value": "training", "effect": "NoSchedule"}],
+               "labels": {"nvidia.com/gpu.deploy.driver": "false"}},
+         "b": {"host": "host-b", "pool": {"accelerator": "l40s"}}}
+
+
+def test_pool_labels_and_taints_in_one_patch_per_node_foreign_ones_kept_none_on_a_rerun():
+    kube = pool_cluster()
+    res = converge(kube, {}, pools=POOLS, diff=True)
+    assert [c.verb for c in kube.calls] == ["LIST", "PATCH", "PATCH"], kube.calls
+    a = kube.get("v1", "Node", "a")
+    assert a["metadata"]["labels"] == {"team": "ml", PREFIX + "accelerator": "h100",
+                                       "nvidia.com/gpu.deploy.driver": "false"}
+    # the foreign taint stays in place, the stale one under the prefix goes, the pool's is added
+    assert a["spec"]["taints"] == [{"key": "example.com/maintenance", "effect": "PreferNoSchedule"},
+                                   {"key": PREFIX + "workload", "value": "training", "effect": "NoSchedule"}]
+    assert kube.get("v1", "Node", "b")["metadata"]["labels"] == {PREFIX + "accelerator": "l40s"}
+    assert [o["name"] for o in res["objects"]] == ["a", "b"]
+    diff_a = res["diff"][0]
+    assert [t["key"] for t in diff_a["before"]["spec"]["taints"]] == ["example.com/maintenance", PREFIX + "old"]
+    assert [t["key"] for t in diff_a["after"]["spec"]["taints"]] == ["example.com/maintenance", PREFIX + "workload"]
+    # the same site again: one LIST, no write
+    again = converge(kube, {}, pools=POOLS)
+    assert again["changed"] is False and again["requests"] == {"LIST": 1} and again["objects"] == []
+
+
+def test_only_a_drifted_taint_is_patched_and_an_empty_value_matches_an_absent_one():
+    kube = FakeKube([tainted("a", {PREFIX + "accelerator": "h100"},
+                             [{"key": PREFIX + "gpu", "effect": "NoSchedule"}])])
+    pools = {"a": {"prefix": PREFIX, "pool": {"accelerator": "h100"},
+                   "taints": [{"key": "gpu", "effect": "NoSchedule"}]}}
+    assert converge(kube, {}, pools=pools)["changed"] is False and kube.writes() == []
+    pools["a"]["taints"] = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
+    res = converge(kube, {}, pools=pools, check_mode=True, diff=True)
+    assert res["changed"] is True and [(c.name, c.dry_run) for c in kube.writes()] == [("a", True)]
+    assert res["diff"][0]["after"]["spec"]["taints"] == [{"key": PREFIX + "gpu", "value": "yes", "effect": "NoSchedule"}]
+    assert kube.get("v1", "Node", "a")["spec"]["taints"] == [{"key": PREFIX + "gpu", "effect": "NoSchedule"}]
+
+
+def test_a_missing_node_of_a_host_is_refused_naming_host_node_and_fix_before_any_write():
+    kube = pool_cluster()
+    pools = dict(POOLS, zz={"host": "host-z", "pool": {}})
+    with pytest.raises(DomainError, match=r"Node zz \(host host-z\) does not exist.*set node_prereqs_node_name"):
+        converge(kube, {}, pools=pools)
+    assert kube.writes() == []
+
+
+def test_bad_pool_specs_are_refused_by_name():
+    with pytest.raises(DomainError, match=r"effect must be one of"):
+        converge(pool_cluster(), {}, pools={"a": {"taints": [{"key": "x", "effect": "Never"}]}})
+    with pytest.raises(DomainError, match=r"pools\[a\] has unknown keys tains"):
+        converge(pool_cluster(), {}, pools={"a": {"tains": []}})
+    with pytest.raises(DomainError, match=r"pools\[a\].prefix must end with '/'"):
+        converge(pool_cluster(), {}, pools={"a": {"prefix": "gpu.skaffon.io"}})
