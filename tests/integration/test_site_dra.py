@@ -278,7 +278,7 @@ def test_verify_every_hand_over_check_that_applies_passes(verified):
     assert not bad, "checks not PASS: %s\n%s" % (bad, protocol)
     assert res.rc == 0 or allowed, res
     # the DRA forms of the GPU checks
-    for check, words in (("gpus-visible", "slice"), ("cuda-test", "ResourceClaim"),
+    for check, words in (("gpus-visible", "ResourceSlices"), ("cuda-test", "ResourceClaim"),
                          ("wrong-node-excluded", "MIG profile"), ("quota-enforced", "exceeded quota")):
         assert words in rows[check][1], (check, rows[check])
 
