@@ -9,11 +9,12 @@
    this machine reaches the hosts and where the real chart archives are (../shared, as an
    air-gapped site keeps them); every platform setting is the example inventory's;
 4. rehearse the way back: upgrade v26.3.3 -> v26.7.0, roll back, upgrade again;
-5. start a real Prometheus (Debian package prometheus) that scrapes the simulated DCGM exporters
-   and evaluates the installed PrometheusRule;
+5. start a real Prometheus (Debian package prometheus) that scrapes the simulated DCGM exporters,
+   kube-state-metrics (allowlist from the inventory's kube_prometheus_stack_values) and KAI's queue
+   controller, and evaluates the installed PrometheusRule;
 6. run playbooks/verify.yml and print the protocol (acceptance.md);
-7. run playbooks/workload_acceptance.yml (team-vision trains, team-inference serves) and print the
-   summary of its report (workload-acceptance.md).
+7. run playbooks/workload_acceptance.yml (team-vision trains, team-inference serves; its
+   labels-exported step reads that Prometheus) and print the summary of its report (workload-acceptance.md).
 """
 import json
 import os
@@ -139,9 +140,23 @@ def kget(env, *args):
     return json.loads(out)
 
 
+def site_stack_values():
+    """The example inventory's kube_prometheus_stack_values (group_vars/all/*.yml): what the site
+    gives kube-prometheus-stack, which the demo plays for kube-state-metrics."""
+    folder = os.path.join(REPO, "inventories", "example", "group_vars", "all")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".yml", ".yaml")):
+            with open(os.path.join(folder, name)) as handle:
+                values = (yaml.safe_load(handle) or {}).get("kube_prometheus_stack_values")
+            if values is not None:
+                return values
+    return {}
+
+
 def start_prometheus(work, env, sim_url):
-    """A real Prometheus scraping each GPU node's simulated DCGM exporter and kube-state-metrics
-    (which a site gets from kube-prometheus-stack; the demo runs its pod), with the installed rules."""
+    """A real Prometheus scraping each GPU node's simulated DCGM exporter, kube-state-metrics
+    (which a site gets from kube-prometheus-stack; the demo runs its pod with the inventory's
+    allowlist) and KAI's queue controller, with the installed rules."""
     sys.path.insert(0, os.path.join(REPO, "tests"))      # the test kit (tests/kit/prometheus.py)
     # the test suite's runner (loopback, temp data dir) and its scrape config of the simulated cluster
     from kit.prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
@@ -155,7 +170,8 @@ def start_prometheus(work, env, sim_url):
         group["interval"] = "1s"
     subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", CLUSTER["kubeconfig"], "apply", "-f", "-"],
                    env=env, check=True, capture_output=True, text=True,
-                   input=json.dumps(kube_state_metrics_deployment("monitoring")))
+                   input=json.dumps(kube_state_metrics_deployment("monitoring", labels_allowlist=(
+                       site_stack_values().get("kube-state-metrics") or {}).get("metricLabelsAllowlist"))))
     Prometheus.wait(lambda: [p for p in kget(env, "pods", "-n", "monitoring", "-l", KSM_SELECTOR)["items"]
                              if p["status"].get("phase") == "Running"], 60, "kube-state-metrics Running")
     config = scrape_config(sim_url, kget(env, "pods", "-A")["items"])
@@ -164,18 +180,25 @@ def start_prometheus(work, env, sim_url):
     prom.wait(lambda: len(prom.query('up{job="nvidia-dcgm-exporter"} == 1')) == len(exporters), 60,
               "every exporter scraped")
     prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
-    print("demo: Prometheus at %s scrapes %d DCGM exporters and kube-state-metrics" % (prom.url, len(exporters)))
+    kai = [c for c in config["scrape_configs"] if c["job_name"] == "queue-controller"]
+    if kai:
+        prom.wait(lambda: prom.query('up{job="queue-controller"} == 1'), 60, "KAI's queue controller scraped")
+    print("demo: Prometheus at %s scrapes %d DCGM exporters, kube-state-metrics%s" % (
+        prom.url, len(exporters), " and KAI's queue controller" if kai else ""))
     return prom
 
 
-def workload_acceptance(inventory, env, report):
-    """playbooks/workload_acceptance.yml with the example inventory; prints the report's summary
-    (the header and the table of the steps). Returns the playbook's rc."""
+def workload_acceptance(inventory, env, report, prometheus_url=None):
+    """playbooks/workload_acceptance.yml with the example inventory (and the Prometheus the demo
+    started, for labels-exported); prints the report's summary (the header and the table of the
+    steps). Returns the playbook's rc."""
     print("\ndemo: === the workload acceptance (playbooks/workload_acceptance.yml) ===", flush=True)
     step = time.monotonic()
+    extra = ["-e", "workload_acceptance_report_dir=%s" % report]
+    if prometheus_url:
+        extra += ["-e", "workload_acceptance_prometheus_url=%s" % prometheus_url]
     rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
-                          os.path.join(REPO, "playbooks", "workload_acceptance.yml"),
-                          "-e", "workload_acceptance_report_dir=%s" % report], cwd=REPO, env=env)
+                          os.path.join(REPO, "playbooks", "workload_acceptance.yml"), *extra], cwd=REPO, env=env)
     path = os.path.join(report, "workload-acceptance.md")
     if os.path.exists(path):
         with open(path) as handle:
@@ -272,7 +295,8 @@ def main():
                 print("\n" + handle.read())
         print("demo: %s in %.0f s" % ("every check passed" if rc == 0 else "checks FAILED (rc %d)" % rc,
                                       time.monotonic() - started))
-        rc = workload_acceptance(inventory, env, os.path.join(work, "workload-acceptance")) or rc
+        rc = workload_acceptance(inventory, env, os.path.join(work, "workload-acceptance"),
+                                 prom.url if prom is not None else None) or rc
     finally:
         if prom is not None:
             prom.stop()

@@ -16,7 +16,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import api_faults, ksm, openapi, protobuf
+from . import api_faults, kai_metrics, ksm, openapi, protobuf
 from .discovery import Discovery
 from .errors import ApiError, bad_request, not_found_path
 from .openapi import OpenAPI
@@ -286,6 +286,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, ("\n".join(lines) + ("\n" if lines else "")).encode(), "application/x-ndjson")
         if parts[:1] == ["kube-state-metrics"]:
             return self.send(*ksm.handle(self.server.store, req.method, parts[1:]))  # simcluster/ksm.py
+        if parts[:1] == ["kai-queue-controller"]:
+            return self.send(*kai_metrics.handle(self.server.store, req.method, parts[1:]))  # simcluster/kai_metrics.py
         raise not_found_path()
 
     def _openapi(self, req, parts):

@@ -23,8 +23,11 @@ def acceptance_junit(results, meta=None):
 
 @domain_filter()
 def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None,
-                      allocation_api=None):
-    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries, allocation_api)
+                      allocation_api=None, groups=None, queue_backend=None, kai_gpu_sharing=None,
+                      kai_fraction_pools=None, kai_pool_teams=None):
+    fractions = dict(groups=groups, queue_backend=queue_backend, kai_gpu_sharing=kai_gpu_sharing,
+                     kai_fraction_pools=kai_fraction_pools, kai_pool_teams=kai_pool_teams)
+    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries, allocation_api, fractions)
 
 
 class FilterModule(object):

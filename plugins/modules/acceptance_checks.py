@@ -69,6 +69,22 @@ options:
       resource: {description: "The resource an MPS node advertises: C(nvidia.com/gpu), or C(nvidia.com/gpu.shared) when renamed.", type: str}
       mig_config: {description: The MIG config name (nvidia.com/mig.config) the node must have., type: str}
       gpu_count: {description: Physical GPUs the host reported (gpu_node_facts)., type: int}
+      pool: {description: "The node's pool (its node_prereqs_pool label values joined, as roles/queues names it).", type: str}
+  fraction_probes:
+    description:
+      - Per pool that takes KAI GPU fractions (C(queues_kai_fraction_pools)), the team whose queue C(sharing-verified)
+        submits two pods of C(gpu-fraction 0.5) through; both must share one GPU of one node (one C(runai-gpu-group),
+        one reservation pod). Empty - fractions are not in use and not probed. Not probed in check mode.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      team: {description: The team (namespace and KAI queue); none when no team's queue is on the pool., type: str}
+      pool: {description: The pool., type: str}
+      nodes: {description: The pool's Kubernetes node names., type: list, elements: str, default: []}
+      node_selector: {description: The pool's node labels., type: dict, default: {}}
+      tolerations: {description: Tolerations of the pool's taints., type: list, elements: dict, default: []}
+      problem: {description: Why the team of a fraction pool could not be found (the check fails with it)., type: str}
   test_namespace:
     description: Namespace for the test pods.
     type: str
@@ -219,13 +235,17 @@ def argspec():
     node = dict(name=dict(type="str", required=True),
                 mode=dict(type="str", choices=["exclusive", "time-slicing", "mps", "mig"], default="exclusive"),
                 replicas=dict(type="int"), mig_config=dict(type="str"), gpu_count=dict(type="int"),
-                resource=dict(type="str"))
+                resource=dict(type="str"), pool=dict(type="str"))
+    fraction = dict(team=dict(type="str"), pool=dict(type="str"), nodes=dict(type="list", elements="str", default=[]),
+                    node_selector=dict(type="dict", default={}),
+                    tolerations=dict(type="list", elements="dict", default=[]), problem=dict(type="str"))
     return dict(
         checks=dict(type="list", elements="str", default=list(acceptance.CHECK_IDS)),
         operator_namespace=dict(type="str", default="gpu-operator"),
         cluster_policy=dict(type="str", default="cluster-policy"),
         operator_release=dict(type="str", default="gpu-operator"),
         gpu_nodes=dict(type="list", elements="dict", default=[], options=node),
+        fraction_probes=dict(type="list", elements="dict", default=[], options=fraction),
         test_namespace=dict(type="str", default="gpu-acceptance"),
         cuda_image=dict(type="str", default="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"),
         tolerations=dict(type="list", elements="dict", default=[]),
@@ -259,6 +279,8 @@ def run(module):
     if module.check_mode:
         skipped = [i for i in ids if i in NEEDS_POD]
         ids = [i for i in ids if i not in NEEDS_POD]
+        # sharing-verified still reads the nodes; its fraction probe pods are not created
+        module.params["fraction_probes"] = []
     ctx = acceptance.Context(module.kube, module.params)
     results = [r.to_dict() for r in acceptance.run(ctx, ids, CHECKS)]
     for check_id in skipped:

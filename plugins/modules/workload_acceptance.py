@@ -251,21 +251,9 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload impo
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import data as wla_data  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import queue as wla_queue  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import training as wla_training  # noqa: F401 pylint: disable=unused-import
-
-# The metrics, cost and serving steps live in their own files; a build without one of them
-# reports that step as FAIL "no implementation" instead of failing to load.
-try:
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import labels as wla_labels  # noqa: F401 pylint: disable=unused-import
-except ImportError:
-    wla_labels = None
-try:
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import cost as wla_cost  # noqa: F401 pylint: disable=unused-import
-except ImportError:
-    wla_cost = None
-try:
-    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import inference as wla_inference  # noqa: F401 pylint: disable=unused-import
-except ImportError:
-    wla_inference = None
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import labels as wla_labels  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import cost as wla_cost  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import inference as wla_inference  # noqa: F401 pylint: disable=unused-import
 
 SIMULATED_SUFFIX = "-simcluster"
 

@@ -35,6 +35,23 @@ SCHEDULER_PREFIX = "kai-scheduler-"
 MANAGED = "kai.scheduler/managed-by"
 
 
+def queue_controller_args(config):
+    """The queue-controller's args as the operator renders them from Config spec.queueController
+    (pkg/operator/operands/queue_controller/resources.go buildArgsList): its metrics port (default
+    8080), the metrics namespace and the queue-label mappings when set. The metrics twin
+    (simcluster/kai_metrics.py) reads them from the pod."""
+    port = (((config.get("controllerService") or {}).get("metrics") or {}).get("port")) or 8080
+    args = ["--metrics-listen-address", ":%d" % port]
+    if (config.get("replicas") or 1) > 1:
+        args.append("--leader-elect")
+    for key, flag in (("metricsNamespace", "--metrics-namespace"),
+                      ("queueLabelToMetricLabel", "--queue-label-to-metric-label"),
+                      ("queueLabelToDefaultMetricValue", "--queue-label-to-default-metric-value")):
+        if config.get(key) is not None:
+            args += [flag, str(config[key])]
+    return args
+
+
 def ready(dep):
     return dep is not None and ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1
 
@@ -108,6 +125,9 @@ class KaiOperator:
         existing = {d["metadata"]["name"]: d for d in self.ctx.list("deployments.apps", ns)}
         for name, image in sorted(want.items()):
             body = self._deployment(config, ns, name, image, glob)
+            if name == SERVICES["queueController"]:
+                body["spec"]["template"]["spec"]["containers"][0]["args"] = queue_controller_args(
+                    spec.get("queueController") or {})
             cur = existing.get(name)
             try:
                 if cur is None:

@@ -265,9 +265,16 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
     They are not run: the KAI and Kueue scheduling twins are not part of this branch."""
     sim, _, _ = designed
     with open(os.path.join(EXAMPLE, "group_vars", "all", "platform_design.yml")) as handle:
-        req = yaml.safe_load(handle)["platform_requirements"]
-    req = dict(req, queue_backend=backend)
-    out = _render(tmp_path, sim, {"platform_requirements": req})
+        design = yaml.safe_load(handle)
+    extra = {"platform_requirements": dict(design["platform_requirements"], queue_backend=backend)}
+    if backend == "kueue":
+        # KAI GPU fractions exist only in KAI: under Kueue the example's inference pool is time-sliced
+        pools = design["platform_pools"]
+        pools["pool_l40s_inference"] = dict((k, v) for k, v in pools["pool_l40s_inference"].items()
+                                            if k not in ("allocation", "placement"))
+        pools["pool_l40s_inference"].update(allocation="time-slicing", time_slicing_replicas=4)
+        extra["platform_pools"] = pools
+    out = _render(tmp_path, sim, extra)
     teams = sorted(os.listdir(os.path.join(out, "templates")))
     assert teams == ["team-inference", "team-nlp", "team-vision"]
     from kubernetes.client.rest import ApiException
@@ -278,9 +285,14 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
         except ApiException as exc:
             assert exc.status == 409  # the other backend's run created it
     for team in teams:
-        for name in ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment", "training-job",
-                     "nccl-allreduce-job", "data-stage-job", "load-job"):
+        for name in ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment", "fractional-inference",
+                     "training-job", "nccl-allreduce-job", "data-stage-job", "load-job"):
             path = _template(out, team, name)
+            # only for a team on a pool of KAI GPU fractions: the example's inference pool
+            fraction = backend == "kai" and team == "team-inference"
+            if name == "fractional-inference" and not fraction:
+                assert not os.path.exists(path), path
+                continue
             if not os.path.exists(path):    # multi-node templates: teams with whole GPUs only
                 assert name in ("training-job", "nccl-allreduce-job") and team != "team-vision", path
                 continue
@@ -298,9 +310,14 @@ def test_queue_backend_templates_are_accepted_by_the_api_server(designed, tmp_pa
                 else:
                     assert doc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == team
                     assert "schedulerName" not in doc["spec"]["template"]["spec"]
+                if name == "fractional-inference":   # part of one GPU: KAI's annotation, no GPU request
+                    pod = doc["spec"]["template"]
+                    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+                    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0]["resources"])
                 if name in ("gang-job", "training-job", "nccl-allreduce-job"):
                     if backend == "kai":
                         assert doc["metadata"]["annotations"]["kai.scheduler/batch-min-member"] == \
                             str(doc["spec"]["parallelism"])
                     else:
                         assert doc["spec"]["suspend"] is True
+

@@ -28,7 +28,7 @@ PREFIX = "gpu.skaffon.io/"
 H100 = {"accelerator": "h100", "topology": "nvlink", "fabric": "ib", "workload": "training", "sharing": "mig",
         "trust": "mixed"}
 L40S = {"accelerator": "l40s", "topology": "pcie", "fabric": "ethernet", "workload": "inference",
-        "sharing": "time-slicing", "trust": "single"}
+        "sharing": "fraction", "trust": "single"}
 STEPS = ["queued-job", "data-staged", "nccl-allreduce", "training-window", "checkpoint-restore", "labels-exported",
          "cost-baseline", "inference-serving"]
 
@@ -241,10 +241,10 @@ def test_no_checkpoint_volume_fails_the_restore_with_the_cause(platform, tmp_pat
 
 
 def test_labels_on_the_simulated_exporters(platform, tmp_path):
-    """A real Prometheus scrapes the DCGM exporter twins and kube-state-metrics (with the allowlist
-    docs/workload-acceptance.md asks for): the GPU series name the training pods, kube_pod_labels
-    carries team, pool, cost centre and queue, and the two join. The KAI queue controller's own
-    series are not simulated, so the step fails naming them (and only them)."""
+    """A real Prometheus scrapes the DCGM exporter twins, kube-state-metrics (with the allowlist of
+    the example inventory's kube_prometheus_stack_values, as the chart renders it) and KAI's queue
+    controller: the GPU series name the training pods, kube_pod_labels carries team, pool, cost
+    centre and queue, the two join, and the team's queue has its seven gauges."""
     from kit.prometheus import BINARY, KSM_SELECTOR, Prometheus, kube_state_metrics_deployment, scrape_config
     if BINARY is None:
         pytest.skip("no prometheus binary (Debian package prometheus)")
@@ -253,15 +253,19 @@ def test_labels_on_the_simulated_exporters(platform, tmp_path):
     api = sim.api_client()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     core.create_namespace({"metadata": {"name": "monitoring"}})
-    allowlist = "pods=[gpu-platform.skaffon.io/team,gpu-platform.skaffon.io/pool,cost-center,kai.scheduler/queue]"
+    with open(os.path.join(EXAMPLE, "group_vars", "all", "monitoring.yml")) as handle:
+        allowlist = yaml.safe_load(handle)["kube_prometheus_stack_values"]["kube-state-metrics"]["metricLabelsAllowlist"]
     apps.create_namespaced_deployment("monitoring", kube_state_metrics_deployment("monitoring",
                                                                                   labels_allowlist=allowlist))
     wait("kube-state-metrics Running", lambda: [p for p in core.list_namespaced_pod(
         "monitoring", label_selector=KSM_SELECTOR).items if p.status.phase == "Running"])
     pods = [api.sanitize_for_serialization(p) for p in core.list_pod_for_all_namespaces().items]
-    prom = Prometheus(str(tmp_path / "prometheus"), scrape_config(sim.url, pods))
+    config = scrape_config(sim.url, pods)
+    assert "queue-controller" in [c["job_name"] for c in config["scrape_configs"]], config
+    prom = Prometheus(str(tmp_path / "prometheus"), config)
     try:
         prom.wait(lambda: prom.query('up{job="kube-state-metrics"} == 1'), 60, "kube-state-metrics scraped")
+        prom.wait(lambda: prom.query('up{job="queue-controller"} == 1'), 60, "KAI's queue controller scraped")
         res, results, report = acceptance(sim, tmp_path, extra={
             "workload_acceptance_steps": ["queued-job", "training-window", "labels-exported"],
             "workload_acceptance_prometheus_url": prom.url})
@@ -269,11 +273,11 @@ def test_labels_on_the_simulated_exporters(platform, tmp_path):
         prom.stop()
     result = results["labels-exported"]
     figures = result["figures"]
+    assert result["status"] == "PASS", result
     assert figures["gpu_series"] >= 2 and figures["gpu_series_attributed"] >= 2, result
     assert figures["labels_missing"] == "-", result
+    assert figures["queue_series"] == 7, result
     assert any("label_gpu_platform_skaffon_io_team" in e for e in result["evidence"]), result["evidence"]
-    if result["status"] == "FAIL":
-        assert result["summary"].startswith("no series of the KAI queue team-vision"), result["summary"]
-        assert ";" not in result["summary"], result["summary"]
-        assert res.rc != 0
+    assert any("kai_queue_" in e and "queue_name=team-vision" in e for e in result["evidence"]), result["evidence"]
+    assert res.rc == 0, res.stderr[-3000:]
     wait("the run's objects to go", lambda: not left_over(sim), timeout=60)

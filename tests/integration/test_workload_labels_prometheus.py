@@ -35,7 +35,9 @@ def exposition():
         extra = "".join(',%s="%s"' % (labels.ksm_label(k), v) for k, v in sorted(TEMPLATE.items()))
         lines.append('kube_pod_labels{namespace="%s",pod="%s",uid="u-%s"%s} 1' % (NS, pod, pod, extra))
         lines.append('kube_pod_labels{namespace="%s",pod="%s",uid="v-%s"} 1' % (OTHER, pod, pod))
-    lines += ["# TYPE queue_allocated_gpus gauge", 'queue_allocated_gpus{queue_name="%s"} 2' % NS]
+    # KAI v0.17's queue controller: its default metrics namespace kai_, three queue labels
+    lines += ["# TYPE kai_queue_allocated_gpus gauge",
+              'kai_queue_allocated_gpus{queue_display_name="",queue_metadata_name="%s",queue_name="%s"} 2' % (NS, NS)]
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +60,7 @@ def prometheus(tmp_path_factory):
         "job_name": "exporters", "honor_labels": True, "scrape_interval": "1s",
         "static_configs": [{"targets": ["127.0.0.1:%d" % server.server_address[1]]}]}]}
     prom = Prometheus(tmp_path_factory.mktemp("prom"), config)
-    prom.wait(lambda: prom.query("queue_allocated_gpus"), 30, "the first scrape")
+    prom.wait(lambda: prom.query("kai_queue_allocated_gpus"), 30, "the first scrape")
     yield prom
     prom.stop()
     server.shutdown()

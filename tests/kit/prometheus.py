@@ -1,7 +1,7 @@
 """A real Prometheus server (Debian package `prometheus`) for tests: loopback only, temp data dir,
-stopped by the fixture that started it; the scrape config of the simulated cluster (DCGM exporters
-and kube-state-metrics) that the tests and the demo share; the series selectors of a PromQL
-expression."""
+stopped by the fixture that started it; the scrape config of the simulated cluster (DCGM exporters,
+kube-state-metrics, KAI's queue controller) that the tests and the demo share; the series selectors
+of a PromQL expression."""
 import json
 import os
 import re
@@ -19,6 +19,7 @@ DCGM_APP = "nvidia-dcgm-exporter"           # label app= of the operator's expor
 KSM_LABEL = "app.kubernetes.io/name"          # what the kube-state-metrics chart labels its pods with
 KSM_APP = "kube-state-metrics"
 KSM_SELECTOR = "%s=%s" % (KSM_LABEL, KSM_APP)
+KAI_QUEUE_CONTROLLER = "queue-controller"   # label app= of the pod KAI's operator deploys; its Service's name
 KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
 # the pod labels the usage report's workload view reads (docs/monitoring.md: a site sets this as
 # kube-prometheus-stack's kube-state-metrics.metricLabelsAllowlist; the chart's default is none)
@@ -28,10 +29,14 @@ KSM_LABELS_ALLOWLIST = "pods=[gpu.skaffon.io/owner,gpu.skaffon.io/model,gpu.skaf
 def kube_state_metrics_deployment(namespace="monitoring", image=KSM_IMAGE, labels_allowlist=KSM_LABELS_ALLOWLIST):
     """The kube-state-metrics Deployment a site gets from kube-prometheus-stack (its subchart's
     names, labels, image, port; jobs among its default collectors), which the platform does not
-    install, with the label allowlist docs/monitoring.md asks for. The simulator's twin
-    (simcluster/ksm.py) serves the series only while this pod runs and reads its flags."""
+    install, with the label allowlist docs/monitoring.md asks for: a string, or the list of the
+    chart's value kube-state-metrics.metricLabelsAllowlist, which the chart renders as one
+    --metric-labels-allowlist joined with ",". The simulator's twin (simcluster/ksm.py) serves the
+    series only while this pod runs and reads its flags."""
     args = ["--port=8080", "--resources=daemonsets,jobs,nodes,pods"]
     if labels_allowlist:
+        if not isinstance(labels_allowlist, str):
+            labels_allowlist = ",".join(labels_allowlist)
         args.append("--metric-labels-allowlist=" + labels_allowlist)
     labels = {KSM_LABEL: KSM_APP, "app.kubernetes.io/instance": "kube-prometheus-stack"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -58,7 +63,8 @@ def scrape_config(sim_url, pods, interval="1s"):
     it: job (the Service's app label), namespace/pod/container of the exporter pod and, for
     DCGM, node (the role's relabeling). honor_labels as both ServiceMonitors set it: the
     exporter's own namespace/pod labels (the pod holding a GPU; the object kube-state-metrics
-    describes) win over the target's. One scrape config per DCGM node: each node has its own path."""
+    describes) win over the target's. One scrape config per DCGM node: each node has its own path.
+    KAI's queue controller, when its pod exists, as its ServiceMonitor scrapes it (below)."""
     host = sim_url.split("//", 1)[1].rstrip("/")
     configs = []
     dcgm = sorted((p["spec"]["nodeName"], p) for p in pods
@@ -79,6 +85,20 @@ def scrape_config(sim_url, pods, interval="1s"):
             "static_configs": [{"targets": [host], "labels": {
                 "job": KSM_APP, "namespace": pod["metadata"]["namespace"],
                 "pod": pod["metadata"]["name"], "container": KSM_APP}}]})
+    # KAI's queue controller: the ServiceMonitor KAI's operator writes for it (Config
+    # spec.prometheus.enabled) or a site's own: Service queue-controller, port metrics, jobLabel
+    # queue-controller (the Service has no such label: job is the Service name), no honorLabels
+    kai = sorted((p for p in pods if (p["metadata"].get("labels") or {}).get("app") == KAI_QUEUE_CONTROLLER),
+                 key=lambda p: p["metadata"]["name"])
+    if kai:
+        pod = kai[0]
+        configs.append({
+            "job_name": KAI_QUEUE_CONTROLLER, "scrape_interval": interval,
+            "metrics_path": "/_sim/kai-queue-controller/metrics",
+            "static_configs": [{"targets": [host], "labels": {
+                "job": KAI_QUEUE_CONTROLLER, "namespace": pod["metadata"]["namespace"],
+                "pod": pod["metadata"]["name"], "container": KAI_QUEUE_CONTROLLER,
+                "service": KAI_QUEUE_CONTROLLER, "endpoint": "metrics"}}]})
     return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
             "scrape_configs": configs}
 

@@ -43,15 +43,40 @@ def merge_patch(target, patch):
     return out
 
 
-def _selected(obj, label_selector):
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in (label_selector or "").split(","):
+def _terms(selector):
+    """(key, op, value) of each term of an equality-based selector: k=v, k==v, k!=v, k, !k."""
+    out = []
+    for term in (selector or "").split(","):
+        term = term.strip()
         if not term:
             continue
-        key, eq, value = term.partition("=")
-        if eq and labels.get(key) != value:
+        if " in " in term or " notin " in term or "(" in term:
+            raise NotImplementedError("FakeKube reads equality-based selectors only: %r" % term)
+        for op in ("!=", "==", "="):
+            if op in term:
+                key, _, value = term.partition(op)
+                out.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
+                break
+        else:
+            out.append((term.lstrip("!"), "!exists" if term.startswith("!") else "exists", None))
+    return out
+
+
+def _field(obj, path):
+    value = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _selected(obj, label_selector, field_selector=None):
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for key, op, value in _terms(label_selector):
+        if (op == "=" and labels.get(key) != value) or (op == "!=" and labels.get(key) == value) or (
+                op == "exists" and key not in labels) or (op == "!exists" and key in labels):
             return False
-        if not eq and key not in labels:
+    for path, op, value in _terms(field_selector):
+        if op not in ("=", "!=") or (_field(obj, path) == value) != (op == "="):
             return False
     return True
 
@@ -104,7 +129,7 @@ class FakeKube(object):
         self._call("LIST", kind, None, namespace, label_selector)
         items = [copy.deepcopy(o) for (k, ns, _name), o in sorted(self.objects.items(), key=lambda kv: (
             kv[0][0], kv[0][1] or "", kv[0][2])) if k == kind and (namespace is None or ns == namespace)]
-        return [o for o in items if _selected(o, label_selector)], "1"
+        return [o for o in items if _selected(o, label_selector, field_selector)], "1"
 
     def log(self, name, namespace, container=None, tail_lines=None):
         self._call("GET", "Pod log", name, namespace)

@@ -28,3 +28,18 @@ def test_writes_change_the_store_unless_dry_run():
     kube.delete("v1", "ConfigMap", "a", "x")
     assert kube.objects == {} and [c.verb for c in kube.writes()] == ["CREATE", "CREATE", "PATCH", "DELETE", "DELETE"]
     assert merge_patch({"a": {"b": 1}}, {"a": {"c": 2}}) == {"a": {"b": 1, "c": 2}}
+
+
+def test_selectors_filter_as_the_api_server_does():
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": "x", "labels": labels},
+             "spec": {"nodeName": node}} for n, labels, node in (
+                 ("a", {"app": "p", "tier": "1"}, "gpu-1"), ("b", {"app": "q"}, "gpu-2"), ("c", {}, "gpu-1"))]
+    kube = FakeKube(pods)
+
+    def names(**kw):
+        return [p["metadata"]["name"] for p in kube.list("v1", "Pod", namespace="x", **kw)[0]]
+    assert names(field_selector="metadata.name=b") == ["b"]
+    assert names(field_selector="spec.nodeName=gpu-1,metadata.name!=a") == ["c"]
+    assert names(label_selector="app!=p") == ["b", "c"]
+    assert names(label_selector="!app") == ["c"]
+    assert names(label_selector="app==p,tier") == ["a"]

@@ -10,7 +10,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import dra
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance import dra, fractions
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.queues import QueueProbe
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.runner import CHECKS, FAIL, PASS, SKIP, Result, check
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import CLUSTER_POLICY, evaluate
@@ -103,7 +103,8 @@ def gpu_request(node_spec):
 
 
 def _tools():
-    """The helpers the DRA-mode checks (dra.py) use, so that module imports nothing from this one."""
+    """The helpers the DRA-mode checks (dra.py) and the fraction probe (fractions.py) use, so that those
+    modules import nothing from this one."""
     from collections import namedtuple
     tools = namedtuple("Tools", "test_pod wait_for pod_log ensure_test_namespace pod_failure condition")
     return tools(test_pod, wait_for, pod_log, ensure_test_namespace, _pod_failure, _condition)
@@ -291,14 +292,38 @@ def quota_enforced(ctx):
 
 @check("sharing-verified")
 def sharing_verified(ctx):
-    evidence, bad = [], []
     if not ctx.params["gpu_nodes"]:
         return Result("sharing-verified", SKIP, "no GPU node whose sharing mode to check: the group "
                       "acceptance_gpu_hosts names (default gpu_nodes) is empty (gpus-visible fails for it)")
+    ok, summary, evidence = _node_sharing(ctx)
+    if not ctx.params.get("fraction_probes"):
+        if ctx.params.get("queue_backend") == "kai":
+            evidence.append("KAI GPU fractions: not applicable, no pool takes them (queues_kai_gpu_sharing, "
+                            "queues_kai_fraction_pools)")
+        return Result("sharing-verified", PASS if ok else FAIL, summary, evidence)
+    frac_ok, frac_summaries, frac_evidence = fractions.verify(ctx, _tools())
+    summary = "%s; KAI fractions: %s" % (summary, "; ".join(frac_summaries))
+    return Result("sharing-verified", PASS if ok and frac_ok else FAIL, summary, evidence + frac_evidence)
+
+
+def _mode_nodes(shared, mode):
+    """'MPS (pool l40s-pcie-inference: gpu-l40s-1)': a mode and where it is configured."""
+    where = {}
+    for spec in shared:
+        if spec.get("mode") == mode:
+            where.setdefault(spec.get("pool"), []).append(spec["name"])
+    parts = ["%s%s" % (("pool %s: " % pool) if pool else "", ", ".join(nodes)) for pool, nodes in sorted(
+        where.items(), key=lambda kv: kv[0] or "")]
+    return "%s (%s)" % ({"mps": "MPS", "mig": "MIG"}.get(mode, mode), "; ".join(parts))
+
+
+def _node_sharing(ctx):
+    """(ok, summary, evidence) of the device plugin's and MIG's sharing per node."""
+    evidence, bad = [], []
     shared = [n for n in ctx.params["gpu_nodes"] if n.get("mode") in ("time-slicing", "mps", "mig")]
     if not shared:
-        return Result("sharing-verified", PASS, "every GPU node is exclusive (whole GPUs), as configured",
-                      ["%s: exclusive" % n["name"] for n in ctx.params["gpu_nodes"]])
+        return True, "every GPU node is exclusive (whole GPUs), as configured", [
+            "%s: exclusive" % n["name"] for n in ctx.params["gpu_nodes"]]
     for spec in ctx.params["gpu_nodes"]:
         node = ctx.kube.get("v1", "Node", spec["name"])
         if node is None:
@@ -342,10 +367,11 @@ def sharing_verified(ctx):
         if not ok:
             bad.append(spec["name"])
     if bad:
-        return Result("sharing-verified", FAIL, "nodes not in their configured mode: %s" % ", ".join(bad), evidence)
-    return Result("sharing-verified", PASS, "%s as configured on %d node(s)" % (
-        ", ".join(m for m in ("time-slicing", "MPS", "MIG") if any(n.get("mode") == m.lower() for n in shared)),
-        len(shared)), evidence)
+        return False, "nodes not in their configured mode: %s" % ", ".join(bad), evidence
+    return True, "%s as configured on %d node(s)" % (
+        ", ".join(_mode_nodes(shared, m) for m in ("time-slicing", "mps", "mig") if any(n.get("mode") == m
+                                                                                          for n in shared)),
+        len(shared)), evidence
 
 
 def helm_history(ctx, release, namespace):

@@ -13,14 +13,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import upstream
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_pool, toleration
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_pool, node_name, toleration
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues.objects import (
+    pool_groups, pools_from_hostvars, team_queues)
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import render
 
 GPU_QUOTA_KEY = upstream.QUOTA_ENFORCED_PREFIX + upstream.GPU_RESOURCE
 
 
 def gpu_nodes(hostvars, hosts, time_slicing=None):
-    """[{name, mode, replicas, mig_config, gpu_count}] for the GPU hosts, and the tolerations they need."""
+    """[{name, mode, replicas, mig_config, gpu_count, pool}] for the GPU hosts, and the tolerations they need."""
     rendered = render(time_slicing) if time_slicing else None
     nodes, tolerations = [], []
     for host in hosts:
@@ -28,6 +32,9 @@ def gpu_nodes(hostvars, hosts, time_slicing=None):
         pool = host_pool(hv, host)
         name = pool["name"]
         entry = {"name": name, "mode": "exclusive"}
+        found = list(pools_from_hostvars(hostvars, [host])) if hv.get("node_prereqs_pool") else []
+        if found:
+            entry["pool"] = found[0]   # named as roles/queues names it (the protocol says where each mode is)
         facts = hv.get("gpu_node") or {}
         if facts.get("gpu_count"):
             entry["gpu_count"] = int(facts["gpu_count"])
@@ -85,8 +92,45 @@ def registry_policies(tenants, allowed_registries=None):
     return out
 
 
-def checks_input(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None, allocation_api=None):
+def fraction_probes(hostvars, hosts, tenants=None, groups=None, queue_backend=None, kai_gpu_sharing=None,
+                    kai_fraction_pools=None, kai_pool_teams=None):
+    """[{team, pool, nodes, node_selector, tolerations}]: per pool that takes KAI GPU fractions, the
+    first team whose queue is on it, as roles/queues decides it (the same team_pools and fraction_teams
+    over the pools of the GPU hosts); [] when the backend is not KAI or GPU sharing is off. With
+    queues_kai_fraction_pools null every team may ask for fractions: one probe, the first team's."""
+    if queue_backend != "kai" or not kai_sharing.gpu_sharing(kai_gpu_sharing):
+        return []
+    hosts = [h for h in hosts or () if h in hostvars]
+    try:
+        pools = pools_from_hostvars(hostvars, hosts)
+        aliases = pool_groups(hostvars, groups or {}, hosts)
+        teams = team_queues(tenants)
+        pool_of = kai_sharing.team_pools(teams, pools, aliases, kai_pool_teams)
+        allowed, _refused = kai_sharing.fraction_teams(teams, True, kai_fraction_pools, pools, aliases, pool_of)
+    except DomainError as err:
+        # the check says it (FAIL with the cause) instead of the filter stopping every other check
+        return [{"team": None, "pool": None, "nodes": [], "node_selector": {}, "tolerations": [],
+                 "problem": err.msg}]
+    if kai_fraction_pools is None:
+        wanted = [pool_of.get(allowed[0])] if allowed else []
+    else:
+        wanted = sorted(set(kai_sharing.canonical(name, pools, aliases) for name in kai_fraction_pools))
+    out = []
+    for pool in wanted:
+        team = next((t for t in allowed if pool is None or pool_of.get(t) == pool), None)
+        members = [h for h in hosts if pool is None or pool in pools_from_hostvars(hostvars, [h])]
+        out.append({"team": team, "pool": pool, "nodes": [node_name(hostvars[h], h) for h in members],
+                    "node_selector": dict(pools[pool]["labels"]) if pool else {},
+                    "tolerations": [toleration(t) for t in pools[pool]["taints"]] if pool else []})
+    return out
+
+
+def checks_input(hostvars, hosts, time_slicing=None, tenants=None, allowed_registries=None, allocation_api=None,
+                 fractions=None):
+    """What the checks expect; fractions: the keyword arguments of fraction_probes past hostvars, hosts
+    and tenants (groups, queue_backend, kai_gpu_sharing, kai_fraction_pools, kai_pool_teams)."""
     out = gpu_nodes(hostvars, hosts, time_slicing)
+    out["fraction_probes"] = fraction_probes(hostvars, hosts, tenants, **(fractions or {}))
     out["quota_team"] = quota_team(tenants, allocation_api)
     out["teams"] = [t["name"] for t in tenants or []]
     # the teams roles/queues gives a queue (a queue: block); queues-fair picks its two teams among them

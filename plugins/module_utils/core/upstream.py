@@ -150,6 +150,12 @@ KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
 KAI_SHARD_API_VERSION = "kai.scheduler/v1"
 KAI_CONFIG_NAME = "kai-config"         # the chart's Config (kai.scheduler/v1): global.nodePoolLabelKey
+# what KAI's binder writes for a fractional pod (v0.17.0 pkg/common/constants, binder resourcereservation and
+# gpusharing): the pod's GPU group label (one group = one shared GPU), the reservation pod's annotation with the
+# UUID of the GPU it holds, the pod's annotation naming its GPU-sharing ConfigMaps (<prefix>-<container>-evar)
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+KAI_RESERVATION_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+KAI_SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
 
 
 # --- Monitoring: DCGM exporter, Prometheus Operator (roles/monitoring) ---------------

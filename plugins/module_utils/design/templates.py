@@ -20,8 +20,12 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import u
 # Our labels: the team label is the one roles/tenants puts on a team's objects.
 TEAM_LABEL = "gpu-platform.skaffon.io/team"
 POOL_LABEL = "gpu-platform.skaffon.io/pool"
-TEMPLATES = ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment", "training-job",
-             "nccl-allreduce-job", "data-stage-job", "load-job")
+TEMPLATES = ("checkpoint-pvc", "single-gpu-job", "gang-job", "inference-deployment", "fractional-inference",
+             "training-job", "nccl-allreduce-job", "data-stage-job", "load-job")
+# Templates of a part of one GPU by KAI's gpu-fraction annotation: only for a team on a pool whose
+# allocation is fraction (roles/queues refuses fractions in the other teams' namespaces).
+FRACTION_ONLY = ("fractional-inference",)
+GPU_FRACTION = "0.5"
 # Multi-node templates: one pod per node with its whole GPUs (NCCL does not span MIG slices).
 WHOLE_GPU_ONLY = ("training-job", "nccl-allreduce-job")
 # Images of the templates the design inputs do not name (teams replace them with their own).
@@ -63,6 +67,10 @@ def _placement(design, team, kind):
     if not names:
         return None, None
     pools = design["pools"]
+    if kind == "fraction":
+        # the pod requests no GPU resource: KAI's reservation pod holds the shared GPU
+        fraction = [n for n in names if pools[n]["allocation"] == "fraction"]
+        return (fraction[0], None) if fraction else (None, None)
     whole = [n for n in names if _whole(pools[n])] if _wants_whole(team) else []
     sliced = [n for n in names if _slice_for(team, pools[n])]
     shared = [n for n in names if pools[n]["allocation"] in ("time-slicing", "mps")]
@@ -90,7 +98,9 @@ def _whole_gpu_nodes(pool):
 
 def _replicas(team, resource):
     """2 serving replicas (a drain or a rollout keeps one ready) when the team's quota leaves room for
-    the rollout's extra pod, else 1."""
+    the rollout's extra pod, else 1 (a GPU fraction requests no resource a quota counts: 2)."""
+    if resource is None:
+        return 2
     quota = team["quota"].get(upstream.QUOTA_ENFORCED_PREFIX + resource)
     try:
         return 2 if quota is None or int(quota) >= 3 else 1
@@ -136,7 +146,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
         for template in TEMPLATES:
             kind = {"single-gpu-job": "single", "gang-job": "gang", "inference-deployment": "inference",
                     "training-job": "gang", "nccl-allreduce-job": "gang", "load-job": "inference"}.get(
-                template, "single")
+                template, "fraction" if template in FRACTION_ONLY else "single")
             pool_name, resource = _placement(design, team, kind)
             if pool_name is None:
                 continue
@@ -170,6 +180,7 @@ def contexts(design, team_label=TEAM_LABEL, pool_label=POOL_LABEL):
                 "nodes": nodes,
                 "gpus_per_node": gpus_per_node,
                 "replicas": _replicas(team, resource),
+                "gpu_fraction": GPU_FRACTION if template in FRACTION_ONLY else None,
                 "checkpoint_claim": team["needs"]["checkpoint_claim"],
                 "data_claim": DATA_CLAIM,
                 "retention_label": storage_retention.RETENTION_LABEL,

@@ -14,10 +14,15 @@ be gone by now, so `last_over_time` over that window):
   (label keys sanitised: every character outside [a-zA-Z0-9_] becomes `_`). The pods' team, pool
   and cost labels come from the team's job template; joined on (namespace, pod) they put the DCGM
   series under team, pool and cost centre.
-- Queue: KAI's queue controller exports queue_* gauges per `queue_name` (queue_info,
-  queue_allocated_gpus, queue_deserved_gpus; with the metrics namespace prefix `kai_` in some
-  releases); Kueue exports per `cluster_queue` (kueue_admitted_workloads_total,
-  kueue_cluster_queue_resource_usage). Without a queue backend this family is not asked for.
+- Queue: KAI's queue controller (v0.17, pkg/queuecontroller/metrics) exports seven gauges per Queue
+  with the labels queue_name, queue_metadata_name, queue_display_name: queue_info,
+  queue_deserved_gpus (the GPU quota), queue_quota_cpu_cores, queue_quota_memory_bytes,
+  queue_allocated_gpus, queue_allocated_cpu_cores, queue_allocated_memory_bytes, each prefixed by its
+  --metrics-namespace (Config spec.queueController.metricsNamespace), `kai` unless set: kai_queue_info.
+  It serves them on the Service queue-controller, port `metrics` (8080); KAI writes a ServiceMonitor
+  for it only with its chart's prometheus.enabled, so a site usually adds its own. Kueue exports per
+  `cluster_queue` (kueue_admitted_workloads_total, kueue_cluster_queue_resource_usage). Without a
+  queue backend this family is not asked for.
 The evidence lists the labels each series carries, so a failing family says what is there.
 """
 
@@ -39,7 +44,9 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.runn
 
 GPU_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 POD_LABELS_METRIC = "kube_pod_labels"
-KAI_QUEUE_METRICS = "(kai_)?queue_(info|allocated_gpus|deserved_gpus)"
+# the queue controller's gauges under any metrics namespace (kai_ by default) or none
+KAI_QUEUE_METRICS = ("([a-zA-Z_:][a-zA-Z0-9_:]*_)?queue_(info|deserved_gpus|quota_cpu_cores|quota_memory_bytes|allocated_gpus|"
+                     "allocated_cpu_cores|allocated_memory_bytes)")
 KUEUE_QUEUE_METRICS = "kueue_(admitted_workloads_total|cluster_queue_resource_usage|pending_workloads)"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 # labels of the template that are not about cost attribution
@@ -189,14 +196,22 @@ def check(ctx, query, now):
         if series:
             evidence.append("queue: %d series of the %s carry: %s" % (len(series), where, ", ".join(_names(series))))
             evidence.append("queue series: %s" % _describe(series))
+        elif backend == "kai":
+            failures.append("no series of the %s (%s): is the KAI queue controller scraped? (a ServiceMonitor "
+                            "for the Service queue-controller, port metrics, in KAI's namespace: KAI writes one "
+                            "only with its chart's prometheus.enabled)" % (where, selector))
         else:
-            failures.append("no series of the %s (%s): is the %s metrics endpoint scraped?" % (
-                where, selector, "KAI queue controller's" if backend == "kai" else "Kueue controller's"))
+            failures.append("no series of the %s (%s): is the Kueue controller's metrics endpoint scraped?" % (
+                where, selector))
     if failures:
         return Result("labels-exported", FAIL, "; ".join(failures), evidence, figures)
-    return Result("labels-exported", PASS, "GPU series name the pods (%d), kube_pod_labels carry %s%s" % (
-        len(gpu), ", ".join(sorted(want)) or "no labels", "" if backend == "none" else
-        ", the %s queue %s has its series" % (backend, queue_name)), evidence, figures)
+    # the counts in the summary too: the report's table of steps shows the summary, not the figures
+    return Result("labels-exported", PASS, "%d GPU series name the pods, %d of them joined to kube_pod_labels "
+                  "(%d series) carrying %s%s" % (
+                      len(gpu), figures.get("gpu_series_attributed", 0), len(pod_labels),
+                      ", ".join(sorted(want)) or "no labels", "" if backend == "none" else
+                      "; the %s queue %s: %d series" % (backend, queue_name, figures.get("queue_series", 0))),
+                  evidence, figures)
 
 
 @step("labels-exported")

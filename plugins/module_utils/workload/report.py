@@ -12,10 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-from xml.sax.saxutils import escape, quoteattr
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import results as fmt
 
-MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "SKIP": "SKIP"}
 SIMULATED = ("> **Figures from a simulated cluster.** The API server is the collection's simulator "
              "(`simcluster`, version %s): bandwidths, throughput, latencies and times below come from its "
              "cluster file's model (docs/simcluster-fidelity.md), not from GPUs. Run the playbook on the site "
@@ -25,34 +23,8 @@ HEADER = (("team", "Team"), ("namespace", "Namespace"), ("pool", "Pool"), ("clus
           ("collection_version", "skaffon.gpu_platform"), ("run_id", "Run label"), ("inventory", "Inventory"))
 
 
-def _cell(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def figure(value):
-    """A figure as the report prints it: floats to 3 decimals without trailing zeros, lists and dicts as JSON."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        text = ("%.3f" % value).rstrip("0").rstrip(".")
-        return text if text not in ("", "-0") else "0"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, sort_keys=True, separators=(", ", ": "))
-    if value is None:
-        return "-"
-    return str(value)
-
-
-def counts(results):
-    out = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-    for result in results:
-        out[result["status"]] += 1
-    return out
-
-
 def markdown(results, meta):
     """workload-acceptance.md: the run's header, a table of the steps, a section per step."""
-    total = counts(results)
     title = "# Workload acceptance"
     if meta.get("team"):
         title += ": %s" % meta["team"]
@@ -61,64 +33,14 @@ def markdown(results, meta):
     lines = [title, ""]
     if meta.get("simulated"):
         lines += [SIMULATED % (meta.get("kubernetes_version") or "unknown"), ""]
-    lines += ["| | |", "|---|---|"]
-    for key, label in HEADER:
-        if meta.get(key) not in (None, ""):
-            lines.append("| %s | %s |" % (label, _cell(meta[key])))
-    lines += ["", "Result: %d passed, %d failed, %d skipped of %d steps." % (
-        total["PASS"], total["FAIL"], total["SKIP"], len(results)), ""]
-    lines += ["| # | step | result | summary | seconds |", "|---|---|---|---|---|"]
-    for n, result in enumerate(results, 1):
-        lines.append("| %d | `%s` %s | %s | %s | %.1f |" % (
-            n, result["id"], _cell(result["title"]), MARK[result["status"]], _cell(result["summary"]),
-            result.get("seconds", 0)))
-    lines.append("")
-    for n, result in enumerate(results, 1):
-        lines += ["## %d. %s (`%s`): %s" % (n, result["title"], result["id"], result["status"]), "",
-                  result["summary"], ""]
-        figures = result.get("figures") or {}
-        if figures:
-            lines += ["| figure | value |", "|---|---|"]
-            lines += ["| %s | %s |" % (_cell(k), _cell(figure(figures[k]))) for k in sorted(figures)]
-            lines.append("")
-        lines += ["- %s" % e for e in result.get("evidence") or []] or ["- (no evidence recorded)"]
-        lines.append("")
+    lines += fmt.header(meta, HEADER) + fmt.overview(results, "step") + fmt.sections(results)
     return "\n".join(lines)
 
 
 def junit(results, meta):
     """junit.xml: one testcase per step; SKIP is <skipped/>, FAIL is <failure/>; figures as properties."""
-    total = counts(results)
-    seconds = sum(r.get("seconds", 0) for r in results)
     suite = "workload acceptance %s" % " ".join(str(meta[k]) for k in ("cluster", "team", "pool") if meta.get(k))
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           '<testsuites name="gpu-platform-workload-acceptance" tests="%d" failures="%d" skipped="%d" time="%.2f">' % (
-               len(results), total["FAIL"], total["SKIP"], seconds),
-           '  <testsuite name=%s tests="%d" failures="%d" skipped="%d" time="%.2f" timestamp=%s>' % (
-               quoteattr(suite.strip()), len(results), total["FAIL"], total["SKIP"], seconds,
-               quoteattr(meta.get("date", "")))]
-    out += ['    <properties>', '      <property name="simulated" value=%s/>' % quoteattr(
-        "true" if meta.get("simulated") else "false")]
-    for key, _label in HEADER:
-        if meta.get(key) not in (None, ""):
-            out.append('      <property name=%s value=%s/>' % (quoteattr(key), quoteattr(str(meta[key]))))
-    out.append('    </properties>')
-    for result in results:
-        out.append('    <testcase classname="workload-acceptance" name=%s time="%.2f">' % (
-            quoteattr(result["id"]), result.get("seconds", 0)))
-        figures = result.get("figures") or {}
-        if figures:
-            out.append('      <properties>')
-            out += ['        <property name=%s value=%s/>' % (quoteattr(k), quoteattr(figure(figures[k])))
-                    for k in sorted(figures)]
-            out.append('      </properties>')
-        detail = escape("\n".join([result["summary"]] + list(result.get("evidence") or [])))
-        if result["status"] == "FAIL":
-            out.append('      <failure message=%s>%s</failure>' % (quoteattr(result["summary"]), detail))
-        elif result["status"] == "SKIP":
-            out.append('      <skipped message=%s/>' % quoteattr(result["summary"]))
-        else:
-            out.append('      <system-out>%s</system-out>' % detail)
-        out.append('    </testcase>')
-    out += ['  </testsuite>', '</testsuites>', '']
-    return "\n".join(out)
+    properties = [("simulated", "true" if meta.get("simulated") else "false")]
+    properties += [(key, str(meta[key])) for key, _label in HEADER if meta.get(key) not in (None, "")]
+    return fmt.junit(results, "gpu-platform-workload-acceptance", suite.strip(), "workload-acceptance",
+                     meta.get("date", ""), properties)

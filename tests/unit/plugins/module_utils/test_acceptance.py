@@ -255,8 +255,13 @@ def test_sharing_verified_covers_mps_replicas_times_gpus_and_the_strategy_label(
     spec = [{"name": "gpu-l40s-1", "mode": "mps", "replicas": 4, "resource": "nvidia.com/gpu"}]
     ok = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **mps_labels)), gpu_nodes=spec),
                         ["sharing-verified"])[0]
-    assert ok.status == "PASS" and ok.summary == "MPS as configured on 1 node(s)"
+    assert ok.status == "PASS" and ok.summary == "MPS (gpu-l40s-1) as configured on 1 node(s)"
     assert "gpu-l40s-1: MPS, replicas label 4 (expected 4), strategy mps, nvidia.com/gpu allocatable 16" in ok.evidence[0]
+    # the protocol's row says where: the pool (as roles/queues names it) and its nodes
+    spec_pool = [dict(spec[0], pool="l40s-pcie-inference")]
+    named = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "16"}, **mps_labels)),
+                               gpu_nodes=spec_pool), ["sharing-verified"])[0]
+    assert named.summary == "MPS (pool l40s-pcie-inference: gpu-l40s-1) as configured on 1 node(s)"
     waiting = acceptance.run(ctx(cluster(node("gpu-l40s-1", {"nvidia.com/gpu": "4"}, **mps_labels)), gpu_nodes=spec),
                              ["sharing-verified"])[0]
     assert waiting.status == "FAIL" and "expected 16 = 4 GPUs x 4" in waiting.evidence[0]

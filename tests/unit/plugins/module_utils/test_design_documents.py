@@ -105,3 +105,46 @@ def test_gang_team_with_only_slices_is_warned():
     req = {"teams": {"team-b": {"gang": True}}}
     design = _design(requirements=req)
     assert any(w["code"] == "gang_without_whole_gpus" and w["team"] == "team-b" for w in design["warnings"])
+
+
+def test_fractional_inference_only_for_a_team_on_a_fraction_pool():
+    """KAI GPU fractions on pool_l40s: team-c gets fractional-inference (gpu-fraction, no GPU resource, the KAI
+    scheduler, its pool's selector and shard label) beside inference-deployment; teams elsewhere do not."""
+    pools = copy.deepcopy(POOLS)
+    pools["pool_l40s"]["allocation"] = "fraction"
+    design = FILTERS["platform_design"](pools, tenants=TENANTS, requirements=dict(REQ, queue_backend="kai"),
+                                        inventory=INVENTORY)
+    jobs = _jobs(design)
+    frac = jobs[("team-c", "fractional-inference")]
+    assert (frac["pool"], frac["resource"], frac["gpu_fraction"]) == ("pool_l40s", None, "0.5")
+    assert frac["scheduler_name"] == "kai-scheduler"
+    assert frac["node_selector"] == {"gpu.skaffon.io/accelerator": "l40s", "gpu.skaffon.io/workload": "inference"}
+    assert frac["queue_labels"] == {"kai.scheduler/queue": "team-c", "gpu.skaffon.io/workload": "inference"}
+    assert jobs[("team-c", "inference-deployment")]["resource"] == "nvidia.com/gpu"
+    assert [t for (team, t) in jobs if t == "fractional-inference"] == ["fractional-inference"]
+    # without a fraction pool nobody gets it
+    assert not [k for k in _jobs(_design()) if k[1] == "fractional-inference"]
+
+
+def test_fractional_inference_renders_kais_annotation_and_no_gpu_request():
+    import os
+
+    import jinja2
+    import yaml
+
+    pools = copy.deepcopy(POOLS)
+    pools["pool_l40s"]["allocation"] = "fraction"
+    design = FILTERS["platform_design"](pools, tenants=TENANTS, requirements=dict(REQ, queue_backend="kai"),
+                                        inventory=INVENTORY)
+    job = _jobs(design)[("team-c", "fractional-inference")]
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "templates")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(root))
+    env.filters["to_nice_yaml"] = lambda v, indent=2: yaml.safe_dump(v, indent=indent, default_flow_style=False)
+    env.filters["combine"] = lambda a, b: dict(a, **b)
+    doc = yaml.safe_load(env.get_template("fractional-inference.yaml.j2").render(job=job))
+    pod = doc["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+    assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-c"
+    assert pod["spec"]["schedulerName"] == "kai-scheduler"
+    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0]["resources"])
+    assert pod["spec"]["tolerations"] == job["tolerations"]

@@ -2,6 +2,7 @@
 import xml.etree.ElementTree as ET
 
 from ansible_collections.skaffon.gpu_platform.plugins.filter.workload_acceptance_report import FilterModule
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core import results
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload import report
 
 FILTERS = FilterModule().filters()
@@ -57,5 +58,5 @@ def test_junit_cases_properties_and_outcomes():
 
 
 def test_figure_formatting():
-    assert [report.figure(v) for v in (1.0, 0.12345, 3, True, None, -0.0001, "x")] == \
+    assert [results.figure(v) for v in (1.0, 0.12345, 3, True, None, -0.0001, "x")] == \
         ["1", "0.123", "3", "yes", "-", "0", "x"]
