@@ -2,9 +2,10 @@
 pod would (Prometheus text format), computed from the store at scrape time.
 
 - Served only while the operator's exporter pod on that node runs (label app=nvidia-dcgm-exporter,
-  Running and ready); otherwise 503, which a scraping Prometheus records as up == 0.
-- Fields: the CSV of the ConfigMap the ClusterPolicy names (spec.dcgmExporter.config.name, key
-  dcgm-metrics.csv), else the exporter's default list.
+  or app=nvidia-dcgm-exporter-dra of the GPUCluster stack; Running and ready); otherwise 503, which a
+  scraping Prometheus records as up == 0.
+- Fields: the CSV of the ConfigMap the ClusterPolicy (or the GPUCluster) names
+  (spec.dcgmExporter.config.name, key dcgm-metrics.csv), else the exporter's default list.
 - Labels as dcgm-exporter 4.x writes them: gpu, UUID, pci_bus_id, device, modelName, the host
   label (`Hostname`, `hostname` from exporter 4.8.3 on, dcgm-exporter#655), DCGM_FI_DRIVER_VERSION
   when listed as a label field, pod/namespace/container of the pod holding the GPU (kubelet
@@ -14,7 +15,7 @@ pod would (Prometheus text format), computed from the store at scrape time.
   of the memory); a free GPU is at 0 %.
 - `dcgmi test --host <address> --inject` (a pod of a DCGM image) writes a field into a host engine
   only when a standalone one answers at that address: a Running, Ready pod labelled app=nvidia-dcgm
-  (the operator's DaemonSet with ClusterPolicy spec.dcgm.enabled) reached by its pod IP, by the node
+  (the operator's DaemonSet with ClusterPolicy spec.dcgm.enabled; app=nvidia-dcgm-dra with the GPUCluster's) reached by its pod IP, by the node
   IP when it runs with hostNetwork, or through the Service nvidia-dcgm (internalTrafficPolicy Local:
   the client's own node), and only if NetworkPolicies let the connection through. The value lands on
   that pod's node. Otherwise dcgmi prints its connection error and exits non-zero, as against the
@@ -35,6 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CSV = os.path.join(os.path.dirname(HERE), "..", "shared", "upstream", "dcgm-exporter",
                            "default-counters.csv")
 APP = "nvidia-dcgm-exporter"
+# the GPUCluster stack's operands (gpucluster manifests state-dcgm-exporter, state-dcgm): same programs,
+# other names
+DRA_APP = "nvidia-dcgm-exporter-dra"
+DRA_HOSTENGINE_APP = "nvidia-dcgm-dra"
 UTIL_ANNOTATION = "simcluster.skaffon.io/gpu-util"
 MEMORY_ANNOTATION = "simcluster.skaffon.io/gpu-memory-mib"
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-")
@@ -211,7 +216,7 @@ class Exporter:
 
         def engine(pod):
             labels = pod["metadata"].get("labels") or {}
-            return (labels.get("app") == HOSTENGINE_APP and (pod.get("status") or {}).get("phase") == "Running"
+            return (labels.get("app") in (HOSTENGINE_APP, DRA_HOSTENGINE_APP) and (pod.get("status") or {}).get("phase") == "Running"
                     and _ready(pod) and (pod.get("status") or {}).get("podIP"))
 
         if address in LOOPBACK:
@@ -275,7 +280,7 @@ class Exporter:
     def _exporter_pod(self, node):
         for pod in self._list("pods"):
             labels = pod["metadata"].get("labels") or {}
-            if labels.get("app") != APP or pod["spec"].get("nodeName") != node:
+            if labels.get("app") not in (APP, DRA_APP) or pod["spec"].get("nodeName") != node:
                 continue
             st = pod.get("status") or {}
             if st.get("phase") == "Running" and all(c.get("ready") for c in st.get("containerStatuses") or [{}]):
@@ -285,6 +290,10 @@ class Exporter:
     def _policy(self):
         pols = self._list("clusterpolicies.nvidia.com")
         return pols[0] if pols else None
+
+    def _gpu_cluster(self):
+        found = self._list("gpuclusters.nvidia.com")
+        return found[0] if found else None
 
     def _fields(self, policy, namespace):
         name = (((policy or {}).get("spec") or {}).get("dcgmExporter") or {}).get("config", {}).get("name")
@@ -398,7 +407,8 @@ class Exporter:
             return None
         policy = self._policy()
         namespace = exporter["metadata"]["namespace"]
-        fields = self._fields(policy, namespace)
+        # the GPUCluster names the exporter's metrics ConfigMap as the ClusterPolicy does
+        fields = self._fields(policy or self._gpu_cluster(), namespace)
         image = (exporter["spec"]["containers"][0].get("image") or "") if exporter["spec"].get("containers") else ""
         host_label = "hostname" if _exporter_version(image) >= (4, 8, 3) else "Hostname"
         facts = self.nodes[node]

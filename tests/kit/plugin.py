@@ -44,7 +44,7 @@ SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not foun
 # own order, by number of tests, put the one-test demo last). Refresh when a file's time changes
 # much; a file not listed keeps its place after these.
 SLOWEST_FIRST = tuple("tests/integration/%s.py" % name for name in (
-    "test_gpu_operator", "test_demo", "test_site_airgap_kueue", "test_queues_kai", "test_bad_inputs",
+    "test_gpu_operator", "test_demo", "test_site_airgap_kueue", "test_site_dra", "test_queues_kai", "test_bad_inputs",
     "test_gpu_operator_upgrade", "test_module_api_errors", "test_tenants", "test_gpu_operator_inventory",
     "test_queues_kueue", "test_node_prereqs", "test_simcluster_restart", "test_monitoring",
     "test_design_templates", "test_quota_queues", "test_usage_report", "test_gitops_export",

@@ -462,6 +462,8 @@ def runbooks(ctx):
 def queues_fair(ctx):
     if ctx.params.get("queue_backend", "none") == "none":
         return Result("queues-fair", SKIP, "no queue backend (tenants_queue_backend: none)")
+    if dra.is_dra(ctx):
+        return dra.queues_fair(ctx)
     ensure_test_namespace(ctx)
     return QueueProbe(ctx, test_pod).run(ctx.params.get("teams") or [], ctx.params.get("queue_teams"))
 

@@ -58,7 +58,14 @@ class AlertProbe(object):
                            message=str(exc), url=self.url)
         return (data.get("data") or {}).get("result") or []
 
+    def dra(self):
+        return self.ctx.params.get("allocation_api") == "dra"
+
     def policy(self):
+        """The operator's CR: the ClusterPolicy, or the GPUCluster in DRA mode (both carry spec.dcgm)."""
+        if self.dra():
+            return self.ctx.kube.get(upstream.GPUCLUSTER_API_VERSION, upstream.GPUCLUSTER_KIND,
+                                     upstream.GPUCLUSTER_NAME) or {}
         return self.ctx.kube.get(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND,
                                  self.ctx.params["cluster_policy"]) or {}
 
@@ -72,30 +79,32 @@ class AlertProbe(object):
     def hostengine(self, policy, node):
         """(status, pod, message): (PASS, the Ready nv-hostengine pod on node, "") when one runs;
         SKIP when the ClusterPolicy deploys none; FAIL when it should run on node but is not Ready."""
-        name = self.ctx.params["cluster_policy"]
+        name = "%s %s" % ((upstream.GPUCLUSTER_KIND, upstream.GPUCLUSTER_NAME) if self.dra() else
+                          (upstream.CLUSTER_POLICY_KIND, self.ctx.params["cluster_policy"]))
+        app = upstream.DCGM_HOSTENGINE_DRA_APP if self.dra() else upstream.DCGM_HOSTENGINE_APP
         enabled = ((policy.get("spec") or {}).get("dcgm") or {}).get("enabled")
         if enabled is not True:
             return SKIP, None, (
-                "the failure injection needs the standalone DCGM host engine, and ClusterPolicy %s has "
+                "the failure injection needs the standalone DCGM host engine, and %s has "
                 "spec.dcgm.enabled=%s: nv-hostengine runs embedded in the exporter, nothing listens on port %d "
                 "for dcgmi; set %s: true (chart value dcgm.enabled) to deploy the %s DaemonSet"
                 % (name, "false" if enabled is None else json.dumps(enabled), upstream.DCGM_HOSTENGINE_PORT,
-                   HOSTENGINE_VARIABLE, upstream.DCGM_HOSTENGINE_APP))
+                   HOSTENGINE_VARIABLE, app))
         namespace = (policy.get("status") or {}).get("namespace") or self.ctx.params["operator_namespace"]
         pods = self.ctx.kube.list("v1", "Pod", namespace=namespace,
-                                  label_selector="%s=%s" % (upstream.LABEL_APP, upstream.DCGM_HOSTENGINE_APP),
+                                  label_selector="%s=%s" % (upstream.LABEL_APP, app),
                                   field_selector="spec.nodeName=%s" % node)[0]
         pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(upstream.LABEL_APP)
-                == upstream.DCGM_HOSTENGINE_APP and (p.get("spec") or {}).get("nodeName") == node]
+                == app and (p.get("spec") or {}).get("nodeName") == node]
         ready = [p for p in pods if _ready(p) and (p.get("status") or {}).get("podIP")]
         if ready:
             return PASS, ready[0], ""
         seen = ", ".join("%s %s" % (p["metadata"]["name"], (p.get("status") or {}).get("phase") or "Pending")
                          for p in pods) or "none"
         return FAIL, None, (
-            "ClusterPolicy %s enables the standalone DCGM host engine (spec.dcgm.enabled=true) but no Ready %s "
+            "%s enables the standalone DCGM host engine (spec.dcgm.enabled=true) but no Ready %s "
             "pod runs on %s in namespace %s (pods seen: %s): the failure cannot be injected"
-            % (name, upstream.DCGM_HOSTENGINE_APP, node, namespace, seen))
+            % (name, app, node, namespace, seen))
 
     def inject(self, node, value, name, image, address):
         ns = self.ctx.params["test_namespace"]

@@ -164,6 +164,10 @@ DCGM_EXPORTER_JOB = "nvidia-dcgm-exporter"            # job label: ServiceMonito
 DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"            # label app= of the exporter DaemonSet pods
 DCGM_HOSTENGINE_APP = "nvidia-dcgm"                   # label app= of the standalone nv-hostengine pods (dcgm.enabled)
 DCGM_HOSTENGINE_PORT = 5555                          # nv-hostengine TCP port (containerPort "dcgm", Service nvidia-dcgm)
+# the GPUCluster stack's exporter and host engine (gpucluster manifests state-dcgm-exporter: DaemonSet, Service and
+# ServiceMonitor nvidia-dcgm-exporter-dra with jobLabel app; state-dcgm: nvidia-dcgm-dra)
+DCGM_EXPORTER_DRA_APP = "nvidia-dcgm-exporter-dra"    # label app= of its pods, and the job label of its targets
+DCGM_HOSTENGINE_DRA_APP = "nvidia-dcgm-dra"
 PROMETHEUS_RULE_API_VERSION = "monitoring.coreos.com/v1"
 CRD_PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"
 CRD_SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"

@@ -367,15 +367,17 @@ def decide_teams(pools, decided, tenants, teams, backend, warnings):
         needs = teams[name]
         quota = dict(((tenant or {}).get("quota") or {}))
         queue = dict(((tenant or {}).get("queue") or {}))
+        # in DRA mode the GPU quota counts claimed devices per DeviceClass (tenants: claim quotas)
         gpu_quota = dict((k, v) for k, v in sorted(quota.items())
-                         if str(k).startswith(QUOTA_PREFIX + "nvidia.com/"))
+                         if str(k).startswith(QUOTA_PREFIX + "nvidia.com/")
+                         or str(k).endswith(upstream.QUOTA_CLAIMS_PER_CLASS_SUFFIX))
         team_pools = [p for p in sorted(pools) if name in pools[p]["teams"]]
         if tenant is None:
             _warn(warnings, "team_without_tenant", "team %s is not in tenants_list: no namespace, no quota"
                   % name, team=name)
         elif not gpu_quota:
-            _warn(warnings, "team_without_quota", "team %s has no requests.nvidia.com/* quota: it can take every GPU "
-                  "of its pools" % name, team=name)
+            _warn(warnings, "team_without_quota", "team %s has no requests.nvidia.com/* quota (nor one on claims, "
+                  "<class>%s): it can take every GPU of its pools" % (name, upstream.QUOTA_CLAIMS_PER_CLASS_SUFFIX), team=name)
         if tenant is not None and backend != "none" and not queue:
             _warn(warnings, "team_without_queue", "team %s has no queue block, but the queue backend is %s: "
                   "give tenants_list[%s].queue its %s (roles/queues)" % (

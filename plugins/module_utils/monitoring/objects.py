@@ -106,7 +106,10 @@ DEFAULTS = {
     # pod labels copied onto the GPU series (regexes; the operator then grants the exporter pod reads)
     "pod_labels": [],
     "extra_metrics": [],
-    "exporter_job": U.DCGM_EXPORTER_JOB,
+    # null: the exporter of the operator's stack (ClusterPolicy: nvidia-dcgm-exporter; GPUCluster with
+    # allocation_api dra: nvidia-dcgm-exporter-dra, its ServiceMonitor's job and its DaemonSet)
+    "exporter_job": None,
+    "allocation_api": "device-plugin",
     "runbook_base_url": "https://github.com/skaffon/gpu_platform/blob/main/docs/runbooks",
     "dashboard_label": {"grafana_dashboard": "1"},
     "dashboard_folder": "GPU",
@@ -145,10 +148,19 @@ def settings(given=None):
         elif value is not None:
             out[key] = copy.deepcopy(value)
     _validate(out)
+    if out["exporter_job"] is None:
+        out["exporter_job"] = exporter_app(out)
     return out
 
 
+def exporter_app(s):
+    """The DCGM exporter DaemonSet (= its pods' app label, the job of its targets) of the operator's stack."""
+    return U.DCGM_EXPORTER_DRA_APP if s.get("allocation_api") == "dra" else U.DCGM_EXPORTER_APP
+
+
 def _validate(s):
+    if s["allocation_api"] not in ("device-plugin", "dra"):
+        _fail("allocation_api", s["allocation_api"], "device-plugin or dra (the GPU Operator's stack)")
     if not is_dns_label(s["namespace"]):
         _fail("namespace", s["namespace"], "a namespace name (DNS-1123 label), e.g. monitoring")
     for key in ("rule_name", "metrics_configmap"):
@@ -283,7 +295,19 @@ _GPUS_NOW = "count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP))"
 _GPUS_1H = "count by (node) (count by (node, gpu) (last_over_time(DCGM_FI_DEV_GPU_TEMP[1h])))"
 
 
+# With the GPUCluster stack no node offers an nvidia.com resource (its GPUs are ResourceSlice devices):
+# these two alerts would fire on every GPU node
+DEVICE_PLUGIN_ONLY_ALERTS = ("GpuNodeResourcesMissing", "GpuNodeResourcesShort")
+
+
 def alert_rules(s):
+    rules = _alert_rules(s)
+    if s["allocation_api"] == "dra":
+        rules = [r for r in rules if r["alert"] not in DEVICE_PLUGIN_ONLY_ALERTS]
+    return rules
+
+
+def _alert_rules(s):
     t = s["thresholds"]
     job = s["exporter_job"]
     fatal = " or ".join("DCGM_FI_DEV_XID_ERRORS == %d" % x for x in sorted(set(t["fatal_xids"])))
@@ -313,7 +337,7 @@ def alert_rules(s):
                t["exporter_down_for"]),
         # a crash-looping exporter pod leaves the Service endpoints: its target vanishes, no up == 0
         _alert(s, "GpuExporterUnavailable",
-               "kube_daemonset_status_number_unavailable{daemonset=\"%s\"} > 0" % U.DCGM_EXPORTER_APP,
+               "kube_daemonset_status_number_unavailable{daemonset=\"%s\"} > 0" % exporter_app(s),
                "warning", "{{ $value }} DCGM exporter pods unavailable",
                "{{ $value }} pods of DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }} are not "
                "ready: GPUs on those nodes are not monitored.", "driver-problem", "10m"),

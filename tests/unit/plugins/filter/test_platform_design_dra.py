@@ -104,3 +104,14 @@ def test_an_explicit_mig_profile_is_refused_with_dra():
         design(pools, TENANTS, requirements=DRA, inventory=INV)
     assert "mig_profile: all-1g.10gb refused with allocation_api: dra" in str(err.value)
     assert "nvidia.com/mig.config" in str(err.value)
+
+
+def test_a_quota_on_claims_is_a_gpu_quota():
+    """In DRA mode a team's GPU quota counts claimed devices per DeviceClass: no team_without_quota for it."""
+    claims = [{"name": "team-a", "quota": {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 8}},
+              {"name": "team-b", "quota": {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": 7}},
+              {"name": "team-c", "quota": {"requests.cpu": "8"}}]
+    result = design(POOLS, claims, requirements=DRA, inventory=INV)
+    missing = [w["team"] for w in result["warnings"] if w["code"] == "team_without_quota"]
+    assert missing == ["team-c"], result["warnings"]
+    assert result["teams"]["team-a"]["quota"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 8}

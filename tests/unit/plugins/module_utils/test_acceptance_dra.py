@@ -147,3 +147,14 @@ def test_operator_healthy_reads_the_gpu_cluster():
     assert res.evidence[0] == "GPUCluster gpu-cluster: state ready, Ready reason Reconciled"
     missing = acceptance.run(ctx(FakeKube([pod])), ["operator-healthy"])[0]
     assert missing.status == acceptance.FAIL
+
+
+def test_queues_fair_says_why_it_does_not_probe_in_dra_mode():
+    """The probe's Jobs ask nvidia.com/gpu: in DRA mode a SKIP naming that, not 'no GPU in the pool'."""
+    kube = FakeKube(CLUSTER)
+    res = acceptance.run(ctx(kube, queue_backend="kueue", teams=["team-a", "team-b", "team-c"],
+                             queue_teams=["team-a", "team-b"]), ["queues-fair"])[0]
+    assert res.status == acceptance.SKIP, res.summary
+    assert "no device plugin serves next to the GPUCluster stack" in res.summary
+    assert res.evidence == ["queue backend kueue; teams with a queue: team-a, team-b"]
+    assert not [c for c in kube.writes()]          # nothing submitted

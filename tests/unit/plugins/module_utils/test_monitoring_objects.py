@@ -8,6 +8,7 @@
 - the refusals: unknown metric names, rules on metrics the CSV does not export, bad settings.
 """
 import copy
+import json
 import os
 import re
 
@@ -181,3 +182,23 @@ def test_required_crds_follow_the_service_monitor_setting():
                                           "servicemonitors.monitoring.coreos.com"]
     assert monitoring.required_crds({"service_monitor": {"enabled": False}}) == [
         "prometheusrules.monitoring.coreos.com"]
+
+
+def test_the_gpu_cluster_stack_names_its_exporter_nvidia_dcgm_exporter_dra():
+    """gpucluster manifests state-dcgm-exporter: DaemonSet, Service and ServiceMonitor (jobLabel app) are
+    nvidia-dcgm-exporter-dra; the alerts and the dashboard select that job and DaemonSet in DRA mode."""
+    def exprs(rule):
+        return "\n".join(r.get("expr", "") for g in rule["spec"]["groups"] for r in g["rules"])
+
+    dra = exprs(monitoring.prometheus_rule({"allocation_api": "dra"}))
+    assert 'up{job="nvidia-dcgm-exporter-dra"} == 0' in dra and 'absent(up{job="nvidia-dcgm-exporter-dra"})' in dra
+    assert 'daemonset="nvidia-dcgm-exporter-dra"' in dra and 'job="nvidia-dcgm-exporter"}' not in dra
+    # no node offers an nvidia.com resource with the GPUCluster stack: the alerts on them would always fire
+    assert "kube_node_status_allocatable" not in dra
+    plugin = exprs(monitoring.prometheus_rule())
+    assert "kube_node_status_allocatable" in plugin
+    assert 'absent(up{job="nvidia-dcgm-exporter"})' in plugin and 'daemonset="nvidia-dcgm-exporter"}' in plugin
+    boards = json.dumps(monitoring.dashboards({"allocation_api": "dra"}))
+    assert "nvidia-dcgm-exporter-dra" in boards
+    with pytest.raises(DomainError):
+        monitoring.prometheus_rule({"allocation_api": "gpucluster"})
