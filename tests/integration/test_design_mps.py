@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from kit.paths import BIN, REPO
+from kit.kubectl import kget
+from kit.paths import REPO
 from kit.playbook import run_playbook
 from kit.pool_inventory import cluster_file, env_without_kubeconfig, write_inventory, writes
 
@@ -59,11 +60,6 @@ def sim(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
-
-
-def kget(sim, *args):
-    res = sim.run(os.path.join(BIN, "kubectl"), "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,13 @@ over the team's quota is refused with the API server's message; a quota on nvidi
 
 import json
 import os
-import time
 
 import pytest
 import yaml
 
 from kit.gpu_operator import base_vars, package_chart, play as operator_play
 from kit.paths import BIN, CLUSTERS, REPO
+from kit.kubectl import apply, claim_pod, kget, kubectl, pod_started, pod_unschedulable, wait_object
 from kit.playbook import run_playbook
 from kit.queues import inventory
 from simcluster import testing as simtesting
@@ -126,15 +126,6 @@ def _whole_node(nodes):
     return [n["name"] for n in nodes if not (n.get("mig_config") or "mig" in n["name"])][0]
 
 
-def kubectl(sim, *args, check=True, **kw):
-    return sim.run(os.path.join(BIN, "kubectl"), *args, check=check, **kw)
-
-
-def kget(sim, *args):
-    res = kubectl(sim, "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
-
-
 def run(sim, factory, playbook, teams, gpu_hosts=None, **extra):
     group_vars = {"tenants_allocation_api": "dra", "tenants_list": teams}
     group_vars.update(extra)
@@ -164,41 +155,15 @@ def test_quota_on_nvidia_com_gpu_is_refused_in_dra_mode(site):
     assert kget(sim, "namespace", "team-x") is None
 
 
-def _pod(name, ns, template, node=None):
-    spec = {"restartPolicy": "Never",
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
-                            "resources": {"claims": [{"name": "gpu"}]},
-                            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                                                "runAsUser": 1000, "capabilities": {"drop": ["ALL"]},
-                                                "seccompProfile": {"type": "RuntimeDefault"}}}]}
-    if node:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
-
-
-def _wait(sim, ns, name, predicate, timeout=60):
-    deadline = time.time() + timeout
-    pod = None
-    while time.time() < deadline:
-        pod = kget(sim, "pod", name, "-n", ns)
-        if pod and predicate(pod):
-            return pod
-        time.sleep(0.5)
-    return pod
-
-
 def test_mig_claim_runs_where_the_slices_have_it_and_waits_elsewhere(site):
     sim, nodes, factory = site
     assert run(sim, factory, "tenants.yml", TEAMS).rc == 0
-    for pod in (_pod("mig-anywhere", "team-b", "mig-1g.10gb"), _pod("mig-wrong", "team-b", "mig-1g.10gb",
+    for pod in (claim_pod("mig-anywhere", "team-b", "mig-1g.10gb"), claim_pod("mig-wrong", "team-b", "mig-1g.10gb",
                                                                       node=_whole_node(nodes))):
-        kubectl(sim, "apply", "-f", "-", input=json.dumps(pod))
-    ran = _wait(sim, "team-b", "mig-anywhere", lambda p: p["status"].get("phase") in ("Running", "Succeeded"))
+        apply(sim, pod)
+    ran = wait_object(sim, pod_started, "pod", "mig-anywhere", "-n", "team-b")
     assert ran["spec"]["nodeName"] == _mig_node(nodes), ran["status"]
-    waiting = _wait(sim, "team-b", "mig-wrong",
-                    lambda p: any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                                  for c in p["status"].get("conditions") or []))
+    waiting = wait_object(sim, pod_unschedulable, "pod", "mig-wrong", "-n", "team-b")
     cond = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"][0]
     assert cond["reason"] == "Unschedulable" and not waiting["spec"].get("nodeName"), cond
     kubectl(sim, "delete", "pod", "-n", "team-b", "mig-anywhere", "mig-wrong", "--wait=false")

@@ -6,11 +6,11 @@ tainted gpu.skaffon.io/workload=training:NoSchedule), node_prereqs.yml then gpu_
 with the real chart against the simulated cluster. The driver plan node_prereqs printed is
 handed to gpu_operator.yml as a person would (-e).
 """
-import json
 import os
 
 import pytest
 
+from kit.kubectl import kget
 from kit.paths import BIN, REPO
 from kit.playbook import run_playbook
 from kit.pool_inventory import cluster_file, env_without_kubeconfig, write_inventory, writes
@@ -42,11 +42,6 @@ def prepared(sim, tmp_path_factory):
     assert res.rc == 0, res
     plan = res.task_results("Plan driver and toolkit ownership from every host's facts", "gpu-h100-1")
     return inv, plan[0]["ansible_facts"]["node_prereqs_plan"]
-
-
-def kget(sim, *args):
-    res = sim.run(os.path.join(BIN, "kubectl"), "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
 
 
 def offers(sim, name):

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from kit.paths import BIN, KAI_CHART
-from kit.queues import apply, gpu_job, inventory, kget, kubectl, play, running, start_cluster, wait_for
+from kit.kubectl import apply, kget, kubectl
+from kit.queues import gpu_job, inventory, play, running, start_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 LABEL = "kai.scheduler/queue"

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from kit.paths import BIN, KAI_CHART
-from kit.queues import apply, inventory, kget, kubectl, play, start_cluster, wait_for
+from kit.kubectl import apply, kget, kubectl
+from kit.queues import inventory, play, start_cluster, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 LABEL = "kai.scheduler/queue"

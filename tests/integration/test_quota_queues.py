@@ -11,7 +11,8 @@ import pytest
 
 from kit.paths import KAI_CHART, KUEUE_CHART, REPO
 from kit.playbook import run_playbook
-from kit.queues import inventory, kget, kubectl, start_cluster
+from kit.kubectl import kget, kubectl
+from kit.queues import inventory, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 GPU = "requests.nvidia.com/gpu"

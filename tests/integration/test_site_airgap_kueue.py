@@ -15,6 +15,7 @@ import re
 import pytest
 import yaml
 
+from kit.kubectl import kget
 from kit.inventory import KERNEL, _demo
 from kit.paths import BIN, GPU_OPERATOR_CHARTS as CHARTS, KUEUE_CHART, REPO
 from kit.playbook import run_playbook
@@ -76,11 +77,6 @@ def write_overlay(base, kubeconfig, roots):
         dump("host_vars/%s.yml" % host, {"node_prereqs_facts_root": root, "node_prereqs_kernel_release": KERNEL,
                                          "gpu_node_facts_root": root, "gpu_node_facts_kernel_release": KERNEL})
     return inv
-
-
-def kget(sim, *args):
-    res = sim.run(os.path.join(BIN, "kubectl"), "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import yaml
 
 from kit.inventory import KERNEL, _demo
 from kit.paths import BIN, CLUSTERS, GPU_OPERATOR_CHARTS as CHARTS, KUEUE_CHART, REPO
+from kit.kubectl import apply, claim_pod, kget, kubectl, pod_started, pod_unschedulable, wait_object
 from kit.playbook import run_playbook
 from simcluster import testing
 
@@ -90,15 +91,6 @@ def write_overlay(base, kubeconfig, roots):
     return inv
 
 
-def kubectl(sim, *args, check=True, **kw):
-    return sim.run(os.path.join(BIN, "kubectl"), *args, check=check, **kw)
-
-
-def kget(sim, *args):
-    res = kubectl(sim, "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("dra-site")
@@ -153,45 +145,18 @@ def test_site_builds_the_dra_platform_from_the_inventory(site):
     assert "deviceClassMappings" in config["data"]["controller_manager_config.yaml"], config["data"]
 
 
-def _pod(name, ns, template, node=None):
-    spec = {"restartPolicy": "Never",
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "tolerations": [{"key": "gpu.skaffon.io/workload", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
-                            "resources": {"claims": [{"name": "gpu"}]},
-                            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                                                "runAsUser": 1000, "capabilities": {"drop": ["ALL"]},
-                                                "seccompProfile": {"type": "RuntimeDefault"}}}]}
-    if node:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
-
-
-def _wait(sim, ns, name, predicate, timeout=60):
-    deadline = time.time() + timeout
-    pod = None
-    while time.time() < deadline:
-        pod = kget(sim, "pod", name, "-n", ns)
-        if pod and predicate(pod):
-            return pod
-        time.sleep(0.5)
-    return pod
-
-
 def test_the_teams_mig_claim_runs_where_the_slices_have_it_and_waits_elsewhere(site):
     """team-notebooks' own template: on the MIG node it runs, pinned to a whole-GPU node it stays Pending."""
     sim = site["sim"]
     assert site["first"].rc == 0
-    for pod in (_pod("mig-anywhere", "team-notebooks", "mig-1g.10gb"),
-                _pod("mig-wrong", "team-notebooks", "mig-1g.10gb", node="gpu-h100-1")):
-        kubectl(sim, "apply", "-f", "-", input=json.dumps(pod))
+    tolerate = [{"key": "gpu.skaffon.io/workload", "operator": "Exists", "effect": "NoSchedule"}]
+    for pod in (claim_pod("mig-anywhere", "team-notebooks", "mig-1g.10gb", tolerations=tolerate),
+                claim_pod("mig-wrong", "team-notebooks", "mig-1g.10gb", node="gpu-h100-1", tolerations=tolerate)):
+        apply(sim, pod)
     try:
-        ran = _wait(sim, "team-notebooks", "mig-anywhere",
-                    lambda p: p["status"].get("phase") in ("Running", "Succeeded"))
+        ran = wait_object(sim, pod_started, "pod", "mig-anywhere", "-n", "team-notebooks")
         assert ran["spec"]["nodeName"] == MIG_NODE, ran["status"]
-        waiting = _wait(sim, "team-notebooks", "mig-wrong",
-                        lambda p: any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                                      for c in p["status"].get("conditions") or []))
+        waiting = wait_object(sim, pod_unschedulable, "pod", "mig-wrong", "-n", "team-notebooks")
         cond = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"][0]
         assert cond["reason"] == "Unschedulable" and not waiting["spec"].get("nodeName"), cond
     finally:

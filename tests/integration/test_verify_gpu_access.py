@@ -12,7 +12,8 @@ import pytest
 
 from kit.paths import REPO
 from kit.playbook import run_playbook
-from kit.queues import apply, inventory, start_cluster
+from kit.kubectl import apply
+from kit.queues import inventory, start_cluster
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
 

@@ -12,7 +12,8 @@ import pytest
 
 from kit.paths import BIN, KAI_CHART, REPO
 from kit.playbook import run_playbook
-from kit.queues import inventory, kget, kubectl, start_cluster
+from kit.kubectl import kget, kubectl
+from kit.queues import inventory, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 TRAINING = {"gpu.skaffon.io/accelerator": "h100", "gpu.skaffon.io/topology": "nvlink",

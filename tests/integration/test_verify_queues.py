@@ -13,7 +13,8 @@ import pytest
 
 from kit.paths import BIN, KUEUE_CHART, REPO
 from kit.playbook import run_playbook
-from kit.queues import inventory, kget, kubectl, start_cluster
+from kit.kubectl import kget, kubectl
+from kit.queues import inventory, start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 PREFIX = "gpu.example.org/"

@@ -357,7 +357,7 @@ def test_queued_job_never_admitted_names_the_queue_and_the_reason(kueue, tmp_pat
         first["summary"]
     assert "nvidia.com/gpu" in first["summary"]
     assert second["status"] == "SKIP" and second["summary"] == "needs queued-job, which failed"
-    from kit.queues import kget
+    from kit.kubectl import kget
     assert not (kget(kueue, "jobs", "-n", NS) or {}).get("items")
 
 

@@ -7,6 +7,7 @@ import tempfile
 import yaml
 
 from kit import paths
+from kit.kubectl import kget
 from kit.paths import BIN, CLUSTERPOLICY_CRD as CRD, REPO
 from kit.playbook import run_playbook
 from simcluster import testing as simtesting
@@ -89,11 +90,6 @@ def play(sim, settings, playbook=PLAYBOOK, typed=None, **kw):
     with open(os.path.join(inv, "group_vars", "all.yml"), "w") as fh:
         yaml.safe_dump(settings, fh)
     return run_playbook(playbook, sim.env, inventory=inv, extra_vars=typed, **kw)
-
-
-def kget(sim, *args):
-    res = sim.run(os.path.join(BIN, "kubectl"), "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
 
 
 def cluster_policy(sim):

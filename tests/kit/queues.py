@@ -5,6 +5,7 @@ import time
 
 import yaml
 
+from kit.kubectl import kget
 from kit.paths import BIN, REPO
 from kit.playbook import run_playbook
 from simcluster import testing as simtesting
@@ -49,19 +50,6 @@ def inventory(tmp_path, group_vars, gpu_hosts=None):
 def play(sim, inv, check=False, diff=False, **extra):
     return run_playbook(PLAYBOOK, sim.env, inventory=inv, extra_vars=extra or None, check=check, diff=diff,
                         limit="localhost")
-
-
-def kubectl(sim, *args, check=True):
-    return sim.run(os.path.join(BIN, "kubectl"), *args, check=check)
-
-
-def kget(sim, *args):
-    res = kubectl(sim, "get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
-
-
-def apply(sim, obj, check=True):
-    return sim.run(os.path.join(BIN, "kubectl"), "apply", "-f", "-", input=json.dumps(obj), check=check)
 
 
 def wait_for(predicate, timeout=60.0, what="condition"):

@@ -54,7 +54,7 @@ def _terms(selector):
             raise NotImplementedError("FakeKube reads equality-based selectors only: %r" % term)
         for op in ("!=", "==", "="):
             if op in term:
-                key, _, value = term.partition(op)
+                key, value = term.split(op, 1)
                 out.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
                 break
         else:

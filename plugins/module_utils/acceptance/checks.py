@@ -368,10 +368,9 @@ def _node_sharing(ctx):
             bad.append(spec["name"])
     if bad:
         return False, "nodes not in their configured mode: %s" % ", ".join(bad), evidence
+    modes = [m for m in ("time-slicing", "mps", "mig") if any(n.get("mode") == m for n in shared)]
     return True, "%s as configured on %d node(s)" % (
-        ", ".join(_mode_nodes(shared, m) for m in ("time-slicing", "mps", "mig") if any(n.get("mode") == m
-                                                                                          for n in shared)),
-        len(shared)), evidence
+        ", ".join(_mode_nodes(shared, m) for m in modes), len(shared)), evidence
 
 
 def helm_history(ctx, release, namespace):

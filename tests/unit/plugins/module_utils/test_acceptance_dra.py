@@ -157,4 +157,4 @@ def test_queues_fair_says_why_it_does_not_probe_in_dra_mode():
     assert res.status == acceptance.SKIP, res.summary
     assert "no device plugin serves next to the GPUCluster stack" in res.summary
     assert res.evidence == ["queue backend kueue; teams with a queue: team-a, team-b"]
-    assert not [c for c in kube.writes()]          # nothing submitted
+    assert not kube.writes()          # nothing submitted
