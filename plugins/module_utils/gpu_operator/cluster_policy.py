@@ -256,20 +256,28 @@ def operand_daemonsets(daemonsets):
     return found
 
 
-def why_no_gpus(name, node, daemonsets, pods, logs=None):
-    """Reasons a node offers no GPU resource, most likely first."""
-    if node is None:
-        return ["node %s does not exist" % name]
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    why = []
+def untolerated(node, daemonsets):
+    """[(taint text, names of the operand DaemonSets that do not tolerate it)] of the node's repelling taints."""
     operands = operand_daemonsets(daemonsets)
+    out = []
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") not in TAINT_EFFECTS_REPELLING:
             continue
         refused = sorted(ds["metadata"]["name"] for ds in operands if not tolerates(
             ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations"), taint))
         if refused:
-            why.append(TAINT_HINT.format(taint=taint_text(taint), daemonsets=", ".join(refused)))
+            out.append((taint_text(taint), refused))
+    return out
+
+
+def why_no_gpus(name, node, daemonsets, pods, logs=None):
+    """Reasons a node offers no GPU resource, most likely first."""
+    if node is None:
+        return ["node %s does not exist" % name]
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    operands = operand_daemonsets(daemonsets)
+    why = [TAINT_HINT.format(taint=taint, daemonsets=", ".join(refused))
+           for taint, refused in untolerated(node, operands)]
     if labels.get(LABEL_NFD_NVIDIA_PCI) != "true":
         why.append("NFD label %s=true is missing: NFD does not run on the node (or it has no NVIDIA PCI "
                    "device)" % LABEL_NFD_NVIDIA_PCI)

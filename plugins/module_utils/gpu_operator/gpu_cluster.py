@@ -39,7 +39,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
     LABEL_NFD_NVIDIA_PCI,
     RESOURCE_API_VERSION,
     RESOURCE_SLICE_KIND,
-    TAINT_EFFECTS_REPELLING,
 )
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import (
     ClusterPolicyWaiter,
@@ -47,8 +46,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.
     operand_daemonsets,
     pod_healthy,
     pod_state,
-    taint_text,
-    tolerates,
+    untolerated,
 )
 
 GPU_CLUSTER = Stack(GPUCLUSTER_API_VERSION, GPUCLUSTER_KIND, GPUCLUSTER_CRD, GC_STATE_READY,
@@ -153,16 +151,8 @@ def why_no_slices(name, node, daemonsets, pods, report, expect_gpus=None, logs=N
     if node is None:
         return ["node %s does not exist" % name]
     labels = (node.get("metadata") or {}).get("labels") or {}
-    why = []
-    operands = operand_daemonsets(daemonsets)
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") not in TAINT_EFFECTS_REPELLING:
-            continue
-        refused = sorted(ds["metadata"]["name"] for ds in operands if not tolerates(
-            ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations"), taint))
-        if refused:
-            why.append("taint %s is not tolerated by %s: add a toleration to the chart value "
-                       "daemonsets.tolerations" % (taint_text(taint), ", ".join(refused)))
+    why = ["taint %s is not tolerated by %s: add a toleration to the chart value daemonsets.tolerations"
+           % (taint, ", ".join(refused)) for taint, refused in untolerated(node, daemonsets)]
     if labels.get(LABEL_NFD_NVIDIA_PCI) != "true" and labels.get(LABEL_GPU_PRESENT) != "true":
         why.append("neither %s=true nor %s=true: NFD/GFD did not label it as a GPU node"
                    % (LABEL_NFD_NVIDIA_PCI, LABEL_GPU_PRESENT))
