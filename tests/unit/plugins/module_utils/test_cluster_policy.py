@@ -6,6 +6,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import ApiError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakedynamic import Clock, FakeDynamic, FakeList, FakeResource
 
 
 def policy(state, reason, status="True", message="", generation=1, observed=None, ns="gpu-operator"):
@@ -98,45 +99,6 @@ def test_diagnose_missing_object_and_operator():
 
 
 # --- watch loop through kube.Kube with a fake dynamic client --------------------------------
-
-class FakeList(object):
-    def __init__(self, items, rv):
-        self.data = {"items": items, "metadata": {"resourceVersion": rv}}
-
-    def to_dict(self):
-        return self.data
-
-
-class FakeResource(object):
-    def __init__(self, lists):
-        self.lists = list(lists)
-        self.calls = []
-
-    def get(self, **params):
-        self.calls.append(params)
-        return self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
-
-
-class FakeDynamic(object):
-    def __init__(self, resource):
-        self.resources = self
-        self.resource = resource
-        self.client = None
-        self.configuration = None
-
-    def get(self, **_kw):
-        return self.resource
-
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def make_kube(res, clock):

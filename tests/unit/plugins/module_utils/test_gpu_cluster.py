@@ -7,6 +7,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube imp
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import cluster_policy as cp
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator import gpu_cluster as gc
 from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube
+from ansible_collections.skaffon.gpu_platform.tests.unit.fakedynamic import Clock, FakeDynamic, FakeList, FakeResource
 
 
 def gpucluster(state, reason, status="True", message=""):
@@ -132,45 +133,6 @@ def test_why_no_slices_names_the_kubelet_plugin_first():
 
 
 # --- the wait through kube.Kube with a fake dynamic client ----------------------------
-
-class FakeList(object):
-    def __init__(self, items, rv):
-        self.data = {"items": items, "metadata": {"resourceVersion": rv}}
-
-    def to_dict(self):
-        return self.data
-
-
-class FakeResource(object):
-    def __init__(self, lists):
-        self.lists = list(lists)
-        self.calls = []
-
-    def get(self, **params):
-        self.calls.append(params)
-        return self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
-
-
-class FakeDynamic(object):
-    def __init__(self, resource):
-        self.resources = self
-        self.resource = resource
-        self.client = self
-        self.configuration = None
-
-    def get(self, **_kw):
-        return self.resource
-
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def make_watch(batches, clock, step=0.5):
