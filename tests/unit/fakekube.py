@@ -131,6 +131,11 @@ class FakeKube(object):
             kv[0][0], kv[0][1] or "", kv[0][2])) if k == kind and (namespace is None or ns == namespace)]
         return [o for o in items if _selected(o, label_selector, field_selector)], "1"
 
+    def list_if_served(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        if not self.served(api_version, kind):
+            return [], None
+        return self.list(api_version, kind, namespace, label_selector, field_selector)
+
     def log(self, name, namespace, container=None, tail_lines=None):
         self._call("GET", "Pod log", name, namespace)
         return self.logs.get((namespace, name), "")

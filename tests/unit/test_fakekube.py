@@ -4,7 +4,7 @@ import inspect
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import Kube
 from ansible_collections.skaffon.gpu_platform.tests.unit.fakekube import FakeKube, merge_patch
 
-API = ("served", "get", "list", "log", "evict", "create", "patch", "apply", "delete")
+API = ("served", "get", "list", "list_if_served", "log", "evict", "create", "patch", "apply", "delete")
 
 
 def test_every_api_method_of_kube_is_faked_with_the_same_signature():

@@ -280,6 +280,16 @@ class Kube(object):
                 raise
         return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion")
 
+    def list_if_served(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        """list(), or ([], None) when the server does not serve the kind. The LIST itself confirms a
+        kind the discovery cache lists, so this costs no GET more than list()."""
+        try:
+            return self.list(api_version, kind, namespace, label_selector, field_selector)
+        except ApiError as err:
+            if err.status == 404:
+                return [], None
+            raise
+
     def log(self, name, namespace, container=None, tail_lines=None):
         """Text of a pod's container log (GET pods/log)."""
         core = self._core()

@@ -43,9 +43,7 @@ class K8sMigApi(object):
         return self.kube.get("v1", "ConfigMap", name, namespace)
 
     def cluster_policies(self):
-        if not self.kube.served(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND):
-            return []
-        return self.kube.list(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND)[0]
+        return self.kube.list_if_served(upstream.CLUSTER_POLICY_API_VERSION, upstream.CLUSTER_POLICY_KIND)[0]
 
     def operator_deployment_namespaces(self):
         items = self.kube.list("apps/v1", "Deployment", label_selector=OPERATOR_SELECTOR)[0]

@@ -172,3 +172,11 @@ def test_a_list_that_404s_says_the_kind_is_not_served():
     assert err.value.status == 404 and "does not serve this kind" in str(err.value)
     assert "its CRD is not installed" in str(err.value)
     assert k.list("v1", "Pod") == ([], "7")
+
+
+def test_list_if_served_reads_a_stale_kind_as_empty_without_an_extra_get():
+    dyn = StaleDiscovery(served_now=["Pod"])
+    k = Kube(dyn, retry_seconds=0)
+    assert k.list_if_served("scheduling.run.ai/v2", "Queue") == ([], None)
+    assert k.list_if_served("v1", "Pod") == ([], "7")
+    assert [r for r in dyn.requests if r[0] == "GET"] == []      # the LISTs alone decided
