@@ -43,7 +43,6 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.cluster_policy import (
     ClusterPolicyWaiter,
     Stack,
-    operand_daemonsets,
     pod_healthy,
     pod_state,
     untolerated,
