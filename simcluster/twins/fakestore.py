@@ -83,6 +83,8 @@ class FakeStore:
             meta["creationTimestamp"] = now_micro()
             meta["generation"] = 1
             meta["resourceVersion"] = self._next()
+            if resource == "pods":   # as the API server's PrepareForCreate: no pod is ever read without a phase
+                obj.setdefault("status", {}).setdefault("phase", "Pending")
             table[key] = obj
             out = clone(obj)
         self._notify("ADDED", resource, out)

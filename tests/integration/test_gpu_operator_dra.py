@@ -16,8 +16,11 @@ import os
 import pytest
 import yaml
 
+from kit.charts import by_kind, render
 from kit.gpu_operator import NS, base_vars, gpu_node, kget, package_chart, plan_for, play, start_cluster
+from kit.kubectl import apply
 from kit.paths import CLUSTERS
+from kit.playbook import CLUSTER_DEFAULTS, run_playbook
 from simcluster import testing as simtesting
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
@@ -72,6 +75,41 @@ def test_dra_on_kubernetes_without_resource_v1_is_refused_before_any_write(old_c
     assert res.rc != 0
     assert "the cluster serves no resource.k8s.io/v1 DeviceClass" in messages(res), messages(res)
     assert res.changed() == 0 and kget(sim, "namespace", NS) is None
+
+
+def test_a_cluster_rebuilt_at_the_same_address_without_resource_v1_is_refused(tmp_path_factory, tmp_path):
+    """kubernetes.core keeps its discovery cache in a file per server address, which outlives a cluster:
+    one rebuilt there on Kubernetes 1.33 still "serves" DeviceClass to a kubernetes.core.k8s_info. The
+    cluster before served every kind the role reads before the check (one missing from the cache would
+    refresh it), as a DRA site there did: the ClusterPolicy and, from the chart, the GPUCluster CRD."""
+    read = str(tmp_path / "read.yml")
+    with open(read, "w") as fh:
+        fh.write("- hosts: localhost\n  gather_facts: false\n" + CLUSTER_DEFAULTS + "  tasks:\n" + "".join(
+            "    - name: read %s\n      kubernetes.core.k8s_info: {api_version: %s, kind: %s}\n" % (kind, api, kind)
+            for api, kind in (("nvidia.com/v1", "ClusterPolicy"), ("nvidia.com/v1alpha1", "GPUCluster"),
+                              ("resource.k8s.io/v1", "DeviceClass"))))
+    archive = package_chart(tmp_path_factory)
+    before = start_cluster(tmp_path_factory, "dra-before-rebuild", NODES)
+    try:
+        crd = [d for d in by_kind(render(archive, args=("--include-crds",)), "CustomResourceDefinition")
+               if d["metadata"]["name"] == "gpuclusters.nvidia.com"]
+        apply(before, crd[0])
+        first = run_playbook(read, before.env)
+        assert first.rc == 0 and first.task_results("read DeviceClass")[0]["api_found"] is True
+        port = int(before.url.rsplit(":", 1)[1])
+    finally:
+        before.stop()
+    rebuilt = start_cluster(tmp_path_factory, "dra-rebuilt", NODES, port=port, kubernetes_version="v1.33.4")
+    try:
+        stale = run_playbook(read, rebuilt.env)
+        assert stale.rc == 0 and stale.task_results("read DeviceClass")[0]["api_found"] is True, \
+            "the discovery cache no longer outlives the cluster: this test needs another way to go stale"
+        res = play(rebuilt, site(rebuilt, archive, plan_for(NODES), DRA))
+        assert res.rc != 0
+        assert "the cluster serves no resource.k8s.io/v1 DeviceClass" in messages(res), messages(res)
+        assert res.changed() == 0 and kget(rebuilt, "namespace", NS) is None
+    finally:
+        rebuilt.stop()
 
 
 def test_switching_an_installed_device_plugin_cluster_to_dra_is_refused(old_cluster):

@@ -18,15 +18,16 @@ PUBLIC = ("nvcr.io", "registry.k8s.io", "ghcr.io", "docker.io", "quay.io", "gcr.
 MIRROR = "mirror.example:5000/nvidia"
 
 
-def start_cluster(tmp_path_factory, name, nodes, **extra):
-    """A simulated cluster of `nodes` with the ClusterPolicy CRD (`extra`: more cluster file keys)."""
+def start_cluster(tmp_path_factory, name, nodes, port=0, **extra):
+    """A simulated cluster of `nodes` with the ClusterPolicy CRD (`extra`: more cluster file keys), on
+    `port` (0: any free one)."""
     paths.need(CRD)
     workdir = tmp_path_factory.mktemp("sim-" + name)
     spec = {"crds": [CRD], "nodes": nodes}
     spec.update(extra)
     path = workdir / "cluster.yaml"
     path.write_text(yaml.safe_dump(spec))
-    return simtesting.start(str(path), str(workdir / "run"))
+    return simtesting.start(str(path), str(workdir / "run"), port=port)
 
 
 def gpu_node(name, host_driver=None, **labels):
