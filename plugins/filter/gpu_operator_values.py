@@ -26,16 +26,14 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
                         gpu_access_by_request=None, allocation_api=None):
     """The chart values; with check_only, the list of input errors instead (empty when fine),
     so the role can show them from a task that does not print the values."""
-    def values():
-        return operator_values(
-            plan, user_values=user_values, mig_strategy=mig_strategy,
-            service_monitor=service_monitor, image_mirror=image_mirror,
-            image_mirror_layout=image_mirror_layout or "path",
-            image_pull_secrets=image_pull_secrets,
-            device_plugin_config=device_plugin_config,
-            values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
-            gpu_access_by_request=gpu_access_by_request, allocation_api=allocation_api)
-    return problems(values) if check_only else domain_filter()(values)()
+    kwargs = dict(user_values=user_values, mig_strategy=mig_strategy, service_monitor=service_monitor,
+                  image_mirror=image_mirror, image_mirror_layout=image_mirror_layout or "path",
+                  image_pull_secrets=image_pull_secrets, device_plugin_config=device_plugin_config,
+                  values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
+                  gpu_access_by_request=gpu_access_by_request, allocation_api=allocation_api)
+    if check_only:
+        return problems(operator_values, plan, **kwargs)
+    return domain_filter()(operator_values)(plan, **kwargs)
 
 
 def gpu_operator_values_diff(current, desired, secret_paths=None):

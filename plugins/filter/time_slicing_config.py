@@ -19,13 +19,14 @@ from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors
 def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mixed_trust_values=None,
                         allow_mixed_trust=False, gpu_nodes=None, check_only=False, mig_strategy=None):
     """The rendered configs; with check_only, the list of input errors instead (empty when fine)."""
-    def rendered():
+    def rendered(spec, nodes, mixed_trust_values, gpu_nodes):
         out = render(spec)
         if nodes is not None:
             out.update(check_trust(out, nodes, trust_label, mixed_trust_values or ["mixed"],
                                    allow_mixed_trust, gpu_nodes or (), mig_strategy))
         return out
-    return problems(rendered) if check_only else domain_filter()(rendered)()
+    args = (spec, nodes, mixed_trust_values, gpu_nodes)
+    return problems(rendered, *args) if check_only else domain_filter()(rendered)(*args)
 
 
 @domain_filter("time_slicing_pending")

@@ -8,6 +8,10 @@ variable, the value and the fix. A filter wrapped in `domain_filter` raises it a
 AnsibleFilterError with that message (Ansible shows it as the task's failure, no traceback);
 `problems` gives the messages as a list instead, for the roles' check_only validation tasks.
 The modules have their own one place: GpuPlatformModule.execute.
+
+Both hand the domain code plain data (`plain`): ansible-core 2.19 passes a filter lazy containers, and
+a deep copy of one copies its templar with every variable of the play too (seconds per call on a
+site's inventory), while the domain code deep-copies its inputs before it merges defaults.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,18 +20,35 @@ __metaclass__ = type
 
 import functools
 
+try:
+    from collections.abc import Mapping
+except ImportError:  # Python 2 (the sanity tests import every file with it)
+    from collections import Mapping
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
+def plain(value):
+    """`value` with every mapping a dict, every list a list and every tuple a tuple (the values
+    rendered), so copying it copies data only."""
+    if isinstance(value, Mapping):
+        return dict((key, plain(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
+    return value
+
+
 def domain_filter(prefix=None):
-    """Decorator: DomainError -> AnsibleFilterError("<prefix>: <message>")."""
+    """Decorator: the arguments as plain data; DomainError -> AnsibleFilterError("<prefix>: <message>")."""
     def wrap(fn):
         @functools.wraps(fn)
         def filter_fn(*args, **kwargs):
             try:
-                return fn(*args, **kwargs)
+                return fn(*plain(args), **plain(kwargs))
             except DomainError as exc:
                 raise AnsibleFilterError("%s: %s" % (prefix, exc.msg) if prefix else exc.msg)
         return filter_fn
@@ -35,9 +56,9 @@ def domain_filter(prefix=None):
 
 
 def problems(fn, *args, **kwargs):
-    """[] when fn(*args, **kwargs) accepts its input, else [the DomainError's message]."""
+    """[] when fn(*args, **kwargs) accepts its input (as plain data), else [the DomainError's message]."""
     try:
-        fn(*args, **kwargs)
+        fn(*plain(args), **plain(kwargs))
     except DomainError as exc:
         return [exc.msg]
     return []

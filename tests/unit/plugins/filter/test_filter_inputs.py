@@ -1,0 +1,88 @@
+"""The filters hand the domain code plain data (plugin_utils/filter_errors.plain).
+
+ansible-core 2.19 passes a filter lazy containers (Mapping/list subclasses) whose deep copy also
+copies the templar with every variable of the play: on a site's inventory one render of the
+monitoring objects took 3 s instead of 0.2 s. `Lazy` stands in for them and counts its deep copies;
+the domain code deep-copies its inputs (defaults merged over them), so a filter that passes its
+arguments through unchanged copies a Lazy."""
+import copy
+
+try:
+    from collections.abc import Mapping
+except ImportError:  # pragma: no cover
+    from collections import Mapping
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.skaffon.gpu_platform.plugins.filter.gpu_operator_values import FilterModule as OperatorValues
+from ansible_collections.skaffon.gpu_platform.plugins.filter.monitoring import FilterModule as Monitoring
+from ansible_collections.skaffon.gpu_platform.plugins.filter.time_slicing_config import FilterModule as TimeSlicing
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import plain
+
+PLAN = {"driver_enabled": False, "toolkit_enabled": True, "node_labels": {}, "warnings": [], "errors": []}
+
+
+class Lazy(Mapping):
+    copies = 0
+
+    def __init__(self, data):
+        self._data = data
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __deepcopy__(self, memo):
+        Lazy.copies += 1
+        return Lazy(copy.deepcopy(self._data, memo))
+
+
+@pytest.fixture(autouse=True)
+def no_copies_yet():
+    Lazy.copies = 0
+
+
+def test_plain_turns_every_container_into_its_plain_type():
+    value = plain(Lazy({"a": Lazy({"b": [Lazy({"c": 1}), (2, Lazy({"d": "x"}))]})}))
+    assert value == {"a": {"b": [{"c": 1}, (2, {"d": "x"})]}}
+    assert type(value) is dict and type(value["a"]["b"][0]) is dict and type(value["a"]["b"][1]) is tuple
+    assert type(value["a"]["b"][1][1]) is dict and Lazy.copies == 0
+
+
+def test_monitoring_filters_copy_no_lazy_input():
+    filters = Monitoring().filters()
+    settings = Lazy({"namespace": "monitoring", "rule_labels": Lazy({"release": "kps"}),
+                     "service_monitor": Lazy({"enabled": True, "labels": Lazy({"release": "kps"})})})
+    objects = filters["monitoring_objects"](settings)
+    filters["monitoring_dcgm_values"](settings)
+    filters["monitoring_required_crds"](settings)
+    assert Lazy.copies == 0
+    assert objects == filters["monitoring_objects"](plain(settings))
+    assert objects[0]["metadata"]["labels"]["release"] == "kps"
+
+
+def test_operator_values_copy_no_lazy_input_and_still_refuse_bad_input():
+    values = OperatorValues().filters()["gpu_operator_values"]
+    user = Lazy({"mig": Lazy({"strategy": "single"}), "toolkit": Lazy({"env": [Lazy({"name": "A", "value": "1"})]})})
+    assert values(PLAN, user_values=user)["mig"] == {"strategy": "single"}
+    assert values(PLAN, user_values=user, check_only=True) == []
+    assert Lazy.copies == 0
+    bad = Lazy({"driver": Lazy({"nvidiaDriverCRD": Lazy({"enabled": True})})})
+    assert "gpu-operator#1795" in values(PLAN, user_values=bad, check_only=True)[0]
+    with pytest.raises(AnsibleFilterError, match="gpu-operator#1795"):
+        values(PLAN, user_values=bad)
+
+
+def test_time_slicing_config_copies_no_lazy_input():
+    config = TimeSlicing().filters()["time_slicing_config"]
+    spec = Lazy({"configs": Lazy({"shared-4": Lazy({"replicas": 4})}), "default": "shared-4"})
+    plain_spec = {"configs": {"shared-4": {"replicas": 4}}, "default": "shared-4"}
+    assert config(spec) == config(plain_spec)
+    assert config(spec, check_only=True) == []
+    assert Lazy.copies == 0
