@@ -20,20 +20,16 @@ __metaclass__ = type
 
 import functools
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # Python 2 (the sanity tests import every file with it)
-    from collections import Mapping
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 
 
 def plain(value):
-    """`value` with every mapping a dict, every list a list and every tuple a tuple (the values
-    rendered), so copying it copies data only."""
-    if isinstance(value, Mapping):
+    """`value` with every dict a dict, every list a list and every tuple a tuple (the lazy ones are
+    subclasses; their values rendered), so copying it copies data only. Other mappings stay as they
+    are: `hostvars` is one, and rendering every variable of every host would cost more than it saves."""
+    if isinstance(value, dict):
         return dict((key, plain(item)) for key, item in value.items())
     if isinstance(value, list):
         return [plain(item) for item in value]

@@ -23,24 +23,29 @@ from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors
 PLAN = {"driver_enabled": False, "toolkit_enabled": True, "node_labels": {}, "warnings": [], "errors": []}
 
 
-class Lazy(Mapping):
+class Lazy(dict):
+    """A dict subclass as ansible-core's lazy dict is."""
     copies = 0
-
-    def __init__(self, data):
-        self._data = data
-
-    def __getitem__(self, key):
-        return self._data[key]
-
-    def __iter__(self):
-        return iter(self._data)
-
-    def __len__(self):
-        return len(self._data)
 
     def __deepcopy__(self, memo):
         Lazy.copies += 1
-        return Lazy(copy.deepcopy(self._data, memo))
+        return Lazy(copy.deepcopy(dict(self), memo))
+
+
+class HostVars(Mapping):
+    """Not a dict, as ansible's hostvars: left as it is (reads only the hosts a filter asks for)."""
+    def __init__(self, hosts):
+        self.hosts, self.read = hosts, []
+
+    def __getitem__(self, host):
+        self.read.append(host)
+        return self.hosts[host]
+
+    def __iter__(self):
+        return iter(self.hosts)
+
+    def __len__(self):
+        return len(self.hosts)
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +58,8 @@ def test_plain_turns_every_container_into_its_plain_type():
     assert value == {"a": {"b": [{"c": 1}, (2, {"d": "x"})]}}
     assert type(value) is dict and type(value["a"]["b"][0]) is dict and type(value["a"]["b"][1]) is tuple
     assert type(value["a"]["b"][1][1]) is dict and Lazy.copies == 0
+    hostvars = HostVars({"gpu-1": {"x": 1}, "gpu-2": {"x": 2}})
+    assert plain([hostvars])[0] is hostvars and hostvars.read == []
 
 
 def test_monitoring_filters_copy_no_lazy_input():
