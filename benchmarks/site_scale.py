@@ -212,6 +212,8 @@ def site_inventory(n, team_count, work):
     _dump(os.path.join(inv, "group_vars", "all", "cluster.yml"), {
         "gpu_platform_kubeconfig": "/etc/gpu-platform/site.kubeconfig",
         "gpu_platform_label_prefix": "gpu.skaffon.io/",
+        # with the jsonfile fact cache of settings(): a re-run detects no host the cache holds
+        "gpu_platform_host_detection": "cached",
         "gpu_operator_chart_source": "archive", "gpu_operator_chart_version": OPERATOR_VERSION,
         "gpu_operator_mig_strategy": "single",
         # every L40S node gets the time-slicing config: the pool's hosts, not a list to keep in step

@@ -266,3 +266,51 @@ def test_bad_inputs_of_every_host_are_refused_together_each_host_named(tmp_path)
                      "NoShedule", "node_prereqs_node_name of gpu-l40s-1 is 'GPU_L40S'"):
         assert expected in message, message
     assert result.task_results("Gather GPU node facts", "gpu-h100-1") == []
+
+
+def test_cached_detection_skips_the_hosts_the_fact_cache_holds(cluster, tmp_path):
+    """gpu_platform_host_detection: cached with a persistent fact cache (ansible.cfg's fact_caching, here
+    its environment form): a re-run detects no host whose gpu_node facts the cache holds, plans from
+    them the same way and changes nothing; a host the cache lost is detected; `-e
+    gpu_platform_host_detection=always` (what a person types after changing a host) detects every host."""
+    sim, work = cluster
+    inv = inventory(work, sim)
+    with open(inv) as handle:
+        data = json.load(handle)
+    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
+        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
+    data["all"]["vars"] = {"gpu_platform_host_detection": "cached"}
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    cache = str(tmp_path / "facts")
+    env = dict(sim.env, ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=cache)
+    hosts = ("gpu-h100-1", "gpu-l40s-1")
+
+    def detected(result):
+        return [h for h in hosts for r in result.task_results("Gather GPU node facts", h) if not r.get("skipped")]
+
+    first = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert first.rc == 0 and detected(first) == list(hosts), first
+    cached = dict((h, [f for f in os.listdir(cache) if f.endswith(h)]) for h in hosts)   # ansible names them s1_<host>
+    assert all(len(files) == 1 for files in cached.values()), os.listdir(cache)
+    again = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert again.rc == 0 and detected(again) == [] and changed(again) == 0 and patched(again) == [], again
+    plan = again.task_results("Plan driver and toolkit ownership from every host's facts", "gpu-h100-1")
+    assert plan[0]["ansible_facts"]["node_prereqs_plan"]["driver_enabled"] is True   # as from the hosts
+    # gpu_operator.yml alone follows the same setting: nothing to detect (its install plays skipped)
+    operator = run_playbook(os.path.join(REPO, "playbooks", "gpu_operator.yml"), env, inventory=inv,
+                            extra_vars={"gpu_operator_control_host": "no-control-host"})
+    assert operator.rc == 0, operator
+    assert [h for h in hosts for r in operator.task_results("Gather GPU node facts (read-only)", h)
+            if not r.get("skipped")] == [], operator
+    os.remove(os.path.join(cache, cached["gpu-l40s-1"][0]))
+    lost = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert lost.rc == 0 and detected(lost) == ["gpu-l40s-1"], lost
+    always = run_playbook(PLAYBOOK, env, inventory=inv, extra_vars={"gpu_platform_host_detection": "always"})
+    assert always.rc == 0 and detected(always) == list(hosts), always
+    # without the setting (always by default) every host is detected though the cache holds them
+    data["all"]["vars"] = {}
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    default = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert default.rc == 0 and detected(default) == list(hosts), default
