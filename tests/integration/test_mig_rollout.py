@@ -75,3 +75,13 @@ def test_rollout_in_batches_and_summary(cluster, inventory):
     assert set(offers) == set(_nodes(cluster))
     rerun = run_playbook(PLAYBOOK, cluster.env, inventory=inventory, extra_vars={"mig_batch_size": 2})
     assert rerun.rc == 0 and sum(rerun.changed(n) for n in _nodes(cluster)) == 0, rerun
+    # nodes at their profile: one read and one verification per batch and profile, no call per host
+    per_host = [n for n in _nodes(cluster) for r in rerun.task_results("Apply the MIG profile and wait for mig-manager", n)
+                if not r.get("skipped")]
+    assert per_host == [], rerun
+    verified = [e["node"] for n in _nodes(cluster) for r in rerun.task_results("Verify the nodes already at their profile", n)
+                for item in r.get("results", []) for e in item.get("nodes", [])]
+    assert sorted(verified) == sorted(_nodes(cluster)), rerun
+    summary = rerun.task_results("Show GPU and MIG resources per node", host="gpu-h100-1")[0]["msg"]
+    assert dict((item["node"], (item["allocatable"], item["changed"])) for item in summary) == dict(
+        (n, (offers[n], False)) for n in _nodes(cluster))
