@@ -81,6 +81,20 @@ def inventory(work, sim, h100_taints=True):
     return path
 
 
+def detecting_inventory(work, sim, **all_vars):
+    """inventory() whose hosts gpu_operator.yml's detection play reads from the same roots, with
+    `all_vars` for every host; the path and the data written."""
+    inv = inventory(work, sim)
+    with open(inv) as handle:
+        data = json.load(handle)
+    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
+        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
+    data["all"]["vars"] = all_vars
+    with open(inv, "w") as handle:
+        json.dump(data, handle)
+    return inv, data
+
+
 def node(sim, name):
     obj = sim.dynamic().resources.get(api_version="v1", kind="Node").get(name=name).to_dict()
     return obj["metadata"].get("labels") or {}, obj["spec"].get("taints") or []
@@ -222,13 +236,7 @@ def test_gpu_operator_detects_only_hosts_node_prereqs_did_not_detect_in_this_run
     """site.yml runs node_prereqs, then gpu_operator.yml: the second detection play is left out for
     the hosts node_prereqs detected in the same run; gpu_operator.yml alone detects every host."""
     sim, work = cluster
-    inv = inventory(work, sim)
-    with open(inv) as handle:
-        data = json.load(handle)
-    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
-        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
-    with open(inv, "w") as handle:
-        json.dump(data, handle)
+    inv, _ = detecting_inventory(work, sim)
     both = os.path.join(work, "prereqs-then-operator.yml")
     with open(both, "w") as handle:
         yaml.safe_dump([{"ansible.builtin.import_playbook": os.path.join(REPO, "playbooks", name)}
@@ -274,14 +282,7 @@ def test_cached_detection_skips_the_hosts_the_fact_cache_holds(cluster, tmp_path
     them the same way and changes nothing; a host the cache lost is detected; `-e
     gpu_platform_host_detection=always` (what a person types after changing a host) detects every host."""
     sim, work = cluster
-    inv = inventory(work, sim)
-    with open(inv) as handle:
-        data = json.load(handle)
-    for hostvars in data["all"]["children"]["gpu_nodes"]["hosts"].values():
-        hostvars["gpu_node_facts_root"] = hostvars["node_prereqs_facts_root"]
-    data["all"]["vars"] = {"gpu_platform_host_detection": "cached"}
-    with open(inv, "w") as handle:
-        json.dump(data, handle)
+    inv, data = detecting_inventory(work, sim, gpu_platform_host_detection="cached")
     cache = str(tmp_path / "facts")
     env = dict(sim.env, ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=cache)
     hosts = ("gpu-h100-1", "gpu-l40s-1")
