@@ -167,7 +167,10 @@ def pools(n):
     return h100, l40s
 
 
-def cluster_file(n, work):
+def cluster_file(n, work, team_count):
+    """The simulated cluster; its API server writes an audit log with the policy audit_policy.yml renders
+    for the site's teams, as the site's kube-apiserver would (verify.yml's audit-trail reads it)."""
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.audit_policy import render, team_names
     h100, l40s = pools(n)
     nodes = [{"name": h, "gpus": {"model": "NVIDIA-H100-80GB-HBM3", "count": 4, "memory_mib": 81559,
                                   "mig_capable": True},
@@ -177,8 +180,10 @@ def cluster_file(n, work):
                "host_driver": None, "cpu": "64", "memory": "512Gi",
                "labels": {"topology.kubernetes.io/zone": "b"}} for h in l40s]
     nodes.append({"name": "cpu-1", "cpu": "32", "memory": "128Gi"})
+    policy = os.path.join(work, "audit-policy.yaml")
+    _dump(policy, render(team_names(teams(team_count))))
     path = os.path.join(work, "cluster-%d.yaml" % n)
-    _dump(path, {"crds": CRDS, "nodes": nodes})
+    _dump(path, {"crds": CRDS, "nodes": nodes, "audit": {"policy": policy}})
     return path
 
 
@@ -376,7 +381,7 @@ def run_size(n, args, work):
     wdir = os.path.join(work, "n%d" % n)
     os.makedirs(wdir)
     t0 = time.perf_counter()
-    sim = testing.start(cluster_file(n, wdir), os.path.join(wdir, "sim"), timeout=300)
+    sim = testing.start(cluster_file(n, wdir, args.teams), os.path.join(wdir, "sim"), timeout=300)
     row = {"nodes": n, "teams": args.teams, "start": time.perf_counter() - t0}
     try:
         sim.run(os.path.join(BIN, "kubectl"), "create", "namespace", "monitoring")

@@ -315,3 +315,27 @@ def test_cached_detection_skips_the_hosts_the_fact_cache_holds(cluster, tmp_path
         json.dump(data, handle)
     default = run_playbook(PLAYBOOK, env, inventory=inv)
     assert default.rc == 0 and detected(default) == list(hosts), default
+
+
+def test_a_kept_host_driver_that_is_missing_is_refused_once_before_any_change(cluster):
+    """node_prereqs_driver_enabled: false keeps every host's own driver: the L40S host has none. One
+    run_once refusal names it (not a task per host), before any Node is written; the H100 host's
+    working driver is reported kept."""
+    sim, work = cluster
+    inv, _ = detecting_inventory(work, sim, node_prereqs_driver_enabled=False)
+    before = {name: node(sim, name) for name in ("gpu-h100-1", "gpu-l40s-1")}
+    res = run_playbook(PLAYBOOK, sim.env, inventory=inv)
+    assert res.rc != 0
+    msg = " ".join(res.failure_messages())
+    assert "node_prereqs_driver_enabled is False (the hosts keep their own driver), but gpu-l40s-1 has no NVIDIA " \
+           "driver installed" in msg, msg
+    assert "gpu-h100-1" not in msg.split("Refuse host drivers", 1)[-1], msg
+    runs = [h for h in ("gpu-h100-1", "gpu-l40s-1")
+            for r in res.task_results("Refuse host drivers the plan keeps that are missing or do not answer", h)]
+    assert len(runs) == 1, res
+    assert {name: node(sim, name) for name in before} == before
+    kept = run_playbook(PLAYBOOK, sim.env, inventory=detecting_inventory(work, sim)[0])
+    assert kept.rc == 0, kept
+    report = kept.task_results("Report the host drivers kept", "gpu-h100-1")[0]["msg"]
+    assert "Host driver 590.48.01 on gpu-h100-1 serves 1 GPU(s); host preparation skipped." in report
+    assert "gpu-l40s-1" not in report
