@@ -78,6 +78,14 @@ options:
     description: Seconds to retry evictions refused by a PodDisruptionBudget and to wait for evicted pods.
     type: int
     default: 300
+  reconfigure:
+    description:
+      - >-
+        With C(false) nothing changes. The nodes already at O(profile) are verified (their offer read as
+        after a change) and the others are reported C(pending=true) without being touched, so one call can
+        sort a batch of nodes before the ones to change get a call of their own.
+    type: bool
+    default: true
   device_id:
     description:
       - PCI device id of the node's GPUs (C(nvidia-smi -q) Device Id, for example C(0x233010DE)), for
@@ -144,6 +152,9 @@ nodes:
       description: In check mode, the GPU pods that drain would evict.
       type: list
       elements: str
+    pending:
+      description: With O(reconfigure=false), the node is not at O(profile) (nothing was changed; no C(offer)).
+      type: bool
   sample:
     - node: gpu-h100-1
       profile: all-1g.10gb
@@ -172,6 +183,7 @@ def argspec():
         drain=dict(type="bool", default=False),
         verify_timeout=dict(type="int", default=120),
         eviction_timeout=dict(type="int", default=300),
+        reconfigure=dict(type="bool", default=True),
         device_id=dict(type="str"),
     )
     spec.update(WAIT_ARG_SPEC)

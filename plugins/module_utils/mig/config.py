@@ -192,7 +192,8 @@ class MigConfigurator(object):
                               "label when it starts) or set another profile first"
                               % (name, upstream.LABEL_MIG_CONFIG_STATE, upstream.LABEL_MIG_CONFIG, profile,
                                  self.cluster_says(cluster, name)))
-            elif not plan["done"] and plan["gpu_pods"] and not self.params.get("drain"):
+            elif (not plan["done"] and plan["gpu_pods"] and not self.params.get("drain")
+                  and self.params.get("reconfigure", True)):
                 errors.append("Node %s runs GPU pods: %s. mig-manager cannot reconfigure GPUs in use (the state "
                               "would stay pending). Stop them, or set drain=true to cordon the node and evict them "
                               "(PodDisruptionBudgets are respected)" % (name, describe_pods(plan["gpu_pods"])))
@@ -215,6 +216,9 @@ class MigConfigurator(object):
                       "config_source": plan["config"].source, "expected": plan["expected"],
                       "changed": not plan["done"], "evicted": [], "cordoned": False}
             results.append(result)
+            if not plan["done"] and not self.params.get("reconfigure", True):
+                result.update(changed=False, pending=True)     # sorted out, not touched
+                continue
             if self.check_mode:
                 result["would_evict"] = [_pod_ref(p) for p in plan["gpu_pods"]] if not plan["done"] else []
                 result["offer"] = mig.node_offer(plan["node"])

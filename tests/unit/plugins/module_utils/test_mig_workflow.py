@@ -66,6 +66,23 @@ def test_idempotent_when_already_success():
     assert not [c for c in api.calls if c[0] == "patch"]
 
 
+def test_reconfigure_false_verifies_the_nodes_at_the_profile_and_leaves_the_others_pending():
+    """One call sorts a batch: n1 is at the profile (verified, its offer read), n2 is not and runs a GPU
+    pod: reported pending, untouched, and its pod is no refusal here (its own call decides)."""
+    done = _node(config="all-1g.10gb", alloc={"nvidia.com/gpu": "14"})
+    done["metadata"]["labels"].update({"nvidia.com/gpu.product": H100 + "-MIG-1g.10gb", "nvidia.com/gpu.count": "14"})
+    api = FakeApi([done, _node("n2")], pods=[_pod("train-0", node="n2")])
+    results = _run(api, nodes=["n1", "n2"], reconfigure=False)
+    assert [(r["node"], r["changed"], r.get("pending", False), "offer" in r) for r in results] == [
+        ("n1", False, False, True), ("n2", False, True, False)]
+    assert results[0]["offer"]["allocatable"] == {"nvidia.com/gpu": 14}
+    assert not [c for c in api.calls if c[0] in ("patch", "evict")]
+    # in check mode the pending node gets no offer either (what a verified node has)
+    checked = _run(FakeApi([done, _node("n2")]), nodes=["n1", "n2"], reconfigure=False, check_mode=True)
+    assert [(r["node"], r.get("pending", False), "offer" in r) for r in checked] == [("n1", False, True),
+                                                                                     ("n2", True, False)]
+
+
 def test_check_mode_changes_nothing_and_names_pods_to_evict():
     api = FakeApi([_node()], pods=[_pod("train-0")])
     results = _run(api, check_mode=True, drain=True)
