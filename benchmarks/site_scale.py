@@ -305,7 +305,7 @@ def phase_of(event):
     for key, phase in rules:
         if key in path:
             return phase
-    if play.startswith("Detect host drivers") or "Gather GPU node facts" in name:
+    if play.startswith(("Detect host drivers", "Choose the GPU hosts")) or "Gather GPU node facts" in name:
         return "host facts"
     if play.startswith("Summarise reboots") or "driver plan" in name:
         return "driver plan"

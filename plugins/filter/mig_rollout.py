@@ -1,15 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter mig_rollout_plan (docs in mig_rollout_plan.yml): a thin wrapper over module_utils/mig/rollout.py."""
+"""Filters mig_rollout_plan and mig_rollout_read (docs in the .yml sidecars): thin wrappers over
+module_utils/mig/rollout.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.rollout import mig_rollout_plan
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.rollout import mig_rollout_plan, mig_rollout_read
 
 
 class FilterModule(object):
     def filters(self):
-        return {"mig_rollout_plan": mig_rollout_plan}
+        return {"mig_rollout_plan": mig_rollout_plan, "mig_rollout_read": mig_rollout_read}

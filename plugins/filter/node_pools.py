@@ -54,6 +54,19 @@ def gpu_pool_taints(hostvars, hosts, default_prefix=pools.DEFAULT_PREFIX):
     return pools.hosts_pool_taints(hostvars, hosts, default_prefix)
 
 
+@domain_filter()
+def node_pool_inputs(pool, host, taints=None, prefix=pools.DEFAULT_PREFIX, node_name=None, label_nodes=True):
+    """node_prereqs' inputs of one host: {errors, node_pool} (what its Node gets, none when not labelled)."""
+    return pools.host_inputs(host, pool, taints or [], prefix, host if node_name is None else node_name,
+                             bool(label_nodes))
+
+
+@domain_filter()
+def hosts_node_pool_inputs(hostvars, hosts, label_nodes=True, default_prefix=None):
+    """node_pool_inputs of hosts a play does not visit, from their inventory variables: {errors, pools}."""
+    return pools.hosts_inputs(hostvars, hosts, label_nodes, default_prefix)
+
+
 def gpu_node_names(hostvars, hosts):
     """Kubernetes node names of inventory hosts (node_prereqs_node_name, else the host name)."""
     return [pools.node_name(hostvars[host] if host in hostvars else {}, host) for host in hosts or ()]
@@ -77,6 +90,8 @@ class FilterModule(object):
             "node_taint_list": node_taint_list,
             "gpu_pool_taints": gpu_pool_taints,
             "gpu_node_names": gpu_node_names,
+            "node_pool_inputs": node_pool_inputs,
+            "hosts_node_pool_inputs": hosts_node_pool_inputs,
             "pool_label_prefix": pool_label_prefix,
             "pool_label_key": pool_label_key,
             "node_label_values": node_label_values,

@@ -73,21 +73,21 @@ def test_rollout_in_batches_and_summary(cluster, inventory):
     offers = {item["node"]: item["allocatable"] for item in summary}
     assert offers["gpu-h100-1"] == {"nvidia.com/gpu": 4} and offers["gpu-h100-5"] == {"nvidia.com/gpu": 14}
     assert set(offers) == set(_nodes(cluster))
-    # the first run: the batch's call finds every node pending (nothing touched), each gets its own call
-    pending = [e["node"] for n in _nodes(cluster) for r in res.task_results("Verify the nodes of the batch already at their profile", n)
+    # the first run: the read finds every node pending (nothing touched), each gets its own call
+    pending = [e["node"] for n in _nodes(cluster) + ["cpu-1"] for r in res.task_results("Verify the nodes already at their profile", n)
                for item in r.get("results", []) for e in item.get("nodes", []) if e.get("pending")]
     assert sorted(pending) == sorted(_nodes(cluster)), res
     assert [n for n in _nodes(cluster) for r in res.task_results("Apply the MIG profile and wait for mig-manager", n)
             if not r.get("skipped")] == _nodes(cluster), res
     rerun = run_playbook(PLAYBOOK, cluster.env, inventory=inventory, extra_vars={"mig_batch_size": 2})
     assert rerun.rc == 0 and sum(rerun.changed(n) for n in _nodes(cluster)) == 0, rerun
-    # nodes at their profile: one verifying call per batch and profile, no call per host
-    per_host = [n for n in _nodes(cluster) for r in rerun.task_results("Apply the MIG profile and wait for mig-manager", n)
-                if not r.get("skipped")]
-    assert per_host == [], rerun
-    verified = [e["node"] for n in _nodes(cluster) for r in rerun.task_results("Verify the nodes of the batch already at their profile", n)
-                for item in r.get("results", []) for e in item.get("nodes", []) if not e.get("pending")]
+    # nodes at their profile: one verifying call per profile, no batch, no task per host
+    reads = [r for n in _nodes(cluster) + ["cpu-1"] for r in rerun.task_results("Verify the nodes already at their profile", n)]
+    assert len(reads) == 1 and len(reads[0]["results"]) == 2, rerun
+    verified = [e["node"] for item in reads[0]["results"] for e in item.get("nodes", []) if not e.get("pending")]
     assert sorted(verified) == sorted(_nodes(cluster)), rerun
+    for task in ("Check the whole rollout before any change", "Apply the MIG profile and wait for mig-manager"):
+        assert [r for n in _nodes(cluster) + ["cpu-1"] for r in rerun.task_results(task, n)] == [], (task, rerun)
     summary = rerun.task_results("Show GPU and MIG resources per node", host="gpu-h100-1")[0]["msg"]
     assert dict((item["node"], (item["allocatable"], item["changed"])) for item in summary) == dict(
         (n, (offers[n], False)) for n in _nodes(cluster))

@@ -317,6 +317,51 @@ def test_cached_detection_skips_the_hosts_the_fact_cache_holds(cluster, tmp_path
     assert default.rc == 0 and detected(default) == list(hosts), default
 
 
+def test_cached_hosts_are_not_visited_and_their_nodes_follow_the_inventory(cluster, tmp_path):
+    """With cached detection a re-run visits only the hosts the cache does not hold, or the first host
+    when it holds all (the steps made once for all hosts run there): the other hosts get no task, yet
+    their cached facts plan the drivers and their Nodes follow the inventory, whose errors are refused."""
+    sim, work = cluster
+    inv, data = detecting_inventory(work, sim, gpu_platform_host_detection="cached")
+    env = dict(sim.env, ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    l40s = data["all"]["children"]["gpu_nodes"]["hosts"]["gpu-l40s-1"]
+
+    def visited(result):
+        return sorted(h for h in ("gpu-h100-1", "gpu-l40s-1")
+                      if result.task_results("Check the node-pool inputs and keep what the Node object gets", h))
+
+    def rewrite():
+        with open(inv, "w") as handle:
+            json.dump(data, handle)
+
+    first = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert first.rc == 0 and visited(first) == ["gpu-h100-1", "gpu-l40s-1"], first
+    planned = first.task_results("Plan driver and toolkit ownership from every host's facts", "gpu-h100-1")
+    l40s["node_prereqs_pool"] = dict(l40s["node_prereqs_pool"], workload="inference")
+    rewrite()
+    again = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert again.rc == 0 and visited(again) == ["gpu-h100-1"], again
+    assert again.stats.get("gpu-l40s-1", {}).get("ok", 0) == 0, again.stats   # not one task ran there
+    labels = node(sim, "gpu-l40s-1")[0]
+    assert labels[PREFIX + "workload"] == "inference" and labels[PREFIX + "accelerator"] == "l40s", labels
+    # the cached host's facts plan as the first run's detection did (the H100 host alone would keep its driver)
+    plan = again.task_results("Plan driver and toolkit ownership from every host's facts", "gpu-h100-1")
+    assert plan[0]["ansible_facts"]["node_prereqs_plan"] == planned[0]["ansible_facts"]["node_prereqs_plan"]
+    assert sorted(plan[0]["ansible_facts"]["node_prereqs_plan"]["nodes"]) == ["gpu-h100-1", "gpu-l40s-1"]
+    assert plan[0]["ansible_facts"]["node_prereqs_plan"]["driver_enabled"] is True
+    rerun = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert rerun.rc == 0 and changed(rerun) == 0 and patched(rerun) == [], rerun
+    # a bad input of a host the play does not visit is refused like a visited host's, before any write
+    l40s["node_prereqs_pool"] = {"accelerator": "l40s", "colour": "red"}
+    rewrite()
+    bad = run_playbook(PLAYBOOK, env, inventory=inv)
+    assert bad.rc != 0 and visited(bad) == ["gpu-h100-1"], bad
+    message = " ".join(bad.failure_messages())
+    assert "node_prereqs_pool on gpu-l40s-1 must map only accelerator" in message, message
+    assert node(sim, "gpu-l40s-1")[0][PREFIX + "workload"] == "inference"
+
+
 def test_a_kept_host_driver_that_is_missing_is_refused_once_before_any_change(cluster):
     """node_prereqs_driver_enabled: false keeps every host's own driver: the L40S host has none. One
     run_once refusal names it (not a task per host), before any Node is written; the H100 host's

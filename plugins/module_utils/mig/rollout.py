@@ -17,6 +17,7 @@ __metaclass__ = type
 from collections.abc import Mapping
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import is_label_value, to_bool
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import node_name
 
 INT_VARS = ("mig_timeout", "mig_verify_timeout", "mig_eviction_timeout")
 BOOL_VARS = ("mig_drain", "mig_allow_whole_pool")
@@ -38,13 +39,15 @@ def _int(value):
     raise ValueError(value)
 
 
-def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
+def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None, pending=None):
     """Pools, batches and every input error of the rollout, computed from all hosts.
 
-    hostvars: the hostvars mapping; hosts: ansible_play_hosts_all (the order serial cuts);
-    batch_size: mig_batch_size; batch: ansible_play_batch (checked against batch_size);
-    defaults: role defaults for variables a host does not set (mig_pool_group_prefix,
-    mig_allow_whole_pool, mig_drain, mig_timeout, ...).
+    hostvars: the hostvars mapping; hosts: every host of the rollout (ansible_play_hosts_all of the
+    MIG play), the order serial cuts; batch_size: mig_batch_size; batch: ansible_play_batch (checked
+    against batch_size); defaults: role defaults for variables a host does not set
+    (mig_pool_group_prefix, mig_allow_whole_pool, mig_drain, mig_timeout, ...); pending: the hosts
+    that will be reconfigured, when the batched play runs over those only (a node already at its
+    profile loses no GPU): batches are cut over them, pools still count every host.
     """
     defaults = dict(defaults or {})
     errors = []
@@ -54,7 +57,7 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         if size < 1:
             raise ValueError(batch_size)
     except ValueError:
-        return {"pools": {}, "profiles": {}, "batches": [], "errors": [
+        return {"pools": {}, "profiles": {}, "nodes": {}, "batches": [], "errors": [
             "mig_batch_size must be a whole number of nodes >= 1 (the play's serial), got %r: set "
             "mig_batch_size=1 to change one node at a time." % (batch_size,)]}
 
@@ -63,7 +66,7 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
         value = hv.get(name) if isinstance(hv, Mapping) else None
         return defaults.get(name) if value is None else value
 
-    pools, profiles, allow = {}, {}, {}
+    pools, profiles, nodes, allow = {}, {}, {}, {}
     for host in hosts:
         profile = var(host, "mig_profile")
         if profile in (None, ""):
@@ -75,6 +78,8 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
                           % (host, profile))
             continue
         profiles[host] = profile
+        # the role's default: node_prereqs' node name rule
+        nodes[host] = str(var(host, "mig_node_name") or node_name(hostvars[host] if host in hostvars else {}, host))
         prefix = var(host, "mig_pool_group_prefix") or ""
         groups = [g for g in (var(host, "group_names") or []) if prefix and g.startswith(prefix)]
         pools[host] = var(host, "mig_pool") or (groups[0] if groups else "ungrouped")
@@ -103,7 +108,9 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
             errors.append("mig_batch_size of %s is %r but the rollout runs with %r: set it once (group_vars/all "
                           "or -e), the play's serial uses it" % (host, other, batch_size))
 
-    batches = [hosts[start:start + size] for start in range(0, len(hosts), size)]
+    waiting = None if pending is None else set(pending)
+    cut = hosts if waiting is None else [h for h in hosts if h in waiting]
+    batches = [cut[start:start + size] for start in range(0, len(cut), size)]
     if batch is not None:
         batch = list(batch)
         if batch and batch not in batches and batch[0] in hosts:
@@ -125,4 +132,29 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None):
                       "mig_batch_size (the play's serial), add nodes to the pool, or set "
                       "mig_allow_whole_pool=true for that pool to accept that it has no GPU during its change."
                       % (batch_size, "; ".join(whole)))
-    return {"pools": pools, "profiles": profiles, "batches": batches, "errors": errors}
+    return {"pools": pools, "profiles": profiles, "nodes": nodes, "batches": batches, "errors": errors}
+
+
+def mig_rollout_read(plan, results, hosts):
+    """What the rollout's read (mig_config reconfigure=false, one call per profile) found.
+
+    plan: mig_rollout_plan's result for `hosts`; results: the registered loop results of the read
+    calls. Returns pending (hosts of `hosts` with a profile whose node has no verified offer, in
+    order: the batched play's hosts) and verified (one offer per verified host as the role records
+    it, with node, pool and changed=false). A node a failed call did not reach has no offer: pending.
+    """
+    offers = {}
+    for result in results or ():
+        for entry in (result or {}).get("nodes") or ():
+            if isinstance(entry, Mapping) and "offer" in entry and not entry.get("pending"):
+                offers[entry.get("node")] = entry["offer"]
+    pending, verified = [], []
+    for host in hosts or ():
+        if host not in plan.get("profiles", {}):
+            continue
+        node = plan["nodes"][host]
+        if node in offers:
+            verified.append(dict(offers[node], node=node, pool=plan["pools"][host], changed=False))
+        else:
+            pending.append(host)
+    return {"pending": pending, "verified": verified}

@@ -19,13 +19,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 from collections.abc import Mapping
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import (
+    is_dns_subdomain,
+    is_label_value,
     label_key_error,
     label_key_problem,
     label_value_error,
+    to_bool,
 )
 
 DEFAULT_PREFIX = "gpu.skaffon.io/"
@@ -213,3 +217,48 @@ def hosts_pool_taints(hostvars, hosts, default_prefix=DEFAULT_PREFIX):
                 seen.add(ident)
                 result.append(taint)
     return result
+
+
+def host_inputs(host, pool, taints, prefix, node_name_, label_nodes=True):
+    """node_prereqs' inputs of one host: {errors, node_pool}. errors name the host, the variable,
+    the value and the fix; node_pool ({host, prefix, pool, taints}, what node_prereqs writes to the
+    host's Node) is None when the host's Node is not labelled or an input is wrong."""
+    errors = []
+    pool_ok = (isinstance(pool, Mapping) and not set(pool) - set(POOL_KEYS)
+               and all(is_label_value(str(value)) for value in pool.values()))
+    if not pool_ok:
+        errors.append(
+            "%s on %s must map only %s to label values (up to 63 characters [A-Za-z0-9-_.], alphanumeric at "
+            "both ends); got %s%s. Fix the inventory (group_vars of the pool or host_vars), e.g. %s: {accelerator: "
+            "h100, topology: nvlink, workload: training}."
+            % (POOL_VARIABLE, host, ", ".join(POOL_KEYS), json.dumps(pool, default=str),
+               " (a string, not a mapping)" if isinstance(pool, str) else "", POOL_VARIABLE))
+    try:
+        wanted = pool_taints(taints, prefix, host)
+    except DomainError as exc:
+        errors.append(exc.msg)
+        wanted = None
+    if not (isinstance(node_name_, str) and is_dns_subdomain(node_name_)):
+        errors.append("%s of %s is '%s', not a Kubernetes node name (lower-case DNS subdomain): set it to the "
+                      "name `kubectl get nodes` shows." % (NODE_NAME_VARIABLE, host, node_name_))
+    labelled = label_nodes and pool_ok and wanted is not None
+    return {"errors": errors,
+            "node_pool": {"host": host, "prefix": prefix, "pool": pool, "taints": wanted} if labelled else None}
+
+
+def hosts_inputs(hostvars, hosts, label_nodes=True, default_prefix=None):
+    """host_inputs of hosts the play does not visit, from their inventory variables (hostvars):
+    {errors, pools: {node name: node_pool}}. label_nodes and default_prefix stand for a host that
+    does not set node_prereqs_label_nodes or a prefix."""
+    errors, out = [], {}
+    for host in hosts or ():
+        hv = hostvars[host] if host in hostvars else {}
+        name = node_name(hv, host)
+        own = hv.get("node_prereqs_label_nodes")
+        got = host_inputs(host, {} if hv.get(POOL_VARIABLE) is None else hv.get(POOL_VARIABLE),
+                          hv.get(TAINTS_VARIABLE) or [], host_prefix(hv, default_prefix), name,
+                          to_bool(label_nodes if own is None else own))
+        errors.extend(got["errors"])
+        if got["node_pool"] is not None:
+            out[name] = got["node_pool"]
+    return {"errors": errors, "pools": out}

@@ -34,3 +34,41 @@ def test_batch_size_zero_and_serial_mismatch():
     hostvars = hv(pool_a={"a1": {"mig_profile": "x"}, "a2": {"mig_profile": "x"}, "a3": {"mig_profile": "x"}})
     errors = mig_rollout_plan(hostvars, ["a1", "a2", "a3"], 1, batch=["a1", "a2"], defaults=DEFAULTS)["errors"]
     assert any("does not match the play's serial" in e for e in errors)
+
+
+def test_batches_over_the_pending_hosts_count_pools_over_every_host():
+    hostvars = hv(pool_a={"a1": {"mig_profile": "x"}, "a2": {"mig_profile": "x"}},
+                  pool_b={"b1": {"mig_profile": "x"}, "b2": {"mig_profile": "x"}})
+    hosts = ["a1", "b1", "a2", "b2"]
+    # over every host, batch 1 (a1, b1) leaves each pool a node; over the pending a1, a2 it empties pool_a
+    assert mig_rollout_plan(hostvars, hosts, 2, defaults=DEFAULTS)["errors"] == []
+    errors = mig_rollout_plan(hostvars, hosts, 2, batch=["a1", "a2"], defaults=DEFAULTS, pending=["a2", "a1"])["errors"]
+    assert len(errors) == 1 and "batch 1 holds all 2 node(s) of pool pool_a (a1, a2)" in errors[0], errors
+    # a pending node whose pool keeps a node at its profile takes no pool's last GPU
+    plan = mig_rollout_plan(hostvars, hosts, 2, batch=["a1", "b1"], defaults=DEFAULTS, pending=["b1", "a1"])
+    assert plan["errors"] == [] and plan["batches"] == [["a1", "b1"]]
+    # nothing pending: no batch, nothing to refuse
+    assert mig_rollout_plan(hostvars, hosts, 1, defaults=DEFAULTS, pending=[])["batches"] == []
+
+
+def test_node_names_follow_the_inventory():
+    hostvars = hv(pool_a={"a1": {"mig_profile": "x", "mig_node_name": "node-a1"},
+                          "a2": {"mig_profile": "x", "node_prereqs_node_name": "node-a2"},
+                          "a3": {"mig_profile": "x"}, "a4": {}})
+    plan = mig_rollout_plan(hostvars, ["a1", "a2", "a3", "a4"], 1, defaults=DEFAULTS)
+    assert plan["nodes"] == {"a1": "node-a1", "a2": "node-a2", "a3": "a3"}
+
+
+def test_the_read_sorts_verified_nodes_and_pending_hosts():
+    from ansible_collections.skaffon.gpu_platform.plugins.filter.mig_rollout import mig_rollout_read
+    hostvars = hv(pool_a={"a1": {"mig_profile": "x", "mig_node_name": "n1"}, "a2": {"mig_profile": "x"},
+                          "a3": {"mig_profile": "y"}, "c1": {}})
+    hosts = ["a1", "a2", "a3", "c1"]
+    plan = mig_rollout_plan(hostvars, hosts, 1, defaults=DEFAULTS)
+    offer = {"allocatable": {"nvidia.com/gpu": 4}}
+    results = [{"nodes": [{"node": "n1", "offer": offer}, {"node": "a2", "pending": True}]},
+               # a call that failed before it reached a3: no entry, a3 stays pending
+               {"failed": True, "msg": "boom"}]
+    read = mig_rollout_read(plan, results, hosts)
+    assert read["pending"] == ["a2", "a3"]
+    assert read["verified"] == [{"allocatable": {"nvidia.com/gpu": 4}, "node": "n1", "pool": "pool_a", "changed": False}]

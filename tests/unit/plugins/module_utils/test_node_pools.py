@@ -68,3 +68,35 @@ def test_bad_taints_are_refused_by_every_caller_with_the_same_message():
 def test_pool_label_key_refuses_unknown_key_through_the_filter():
     with pytest.raises(AnsibleFilterError, match="is not a node-pool key"):
         F["pool_label_key"]("colour")
+
+
+def test_host_inputs_names_host_variable_value_and_fix():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import host_inputs
+    ok = host_inputs("h1", {"accelerator": "h100"}, [{"key": "workload", "value": None, "effect": "NoSchedule"}],
+                     "gpu.example.com/", "h1")
+    assert ok == {"errors": [], "node_pool": {"host": "h1", "prefix": "gpu.example.com/", "pool": {"accelerator": "h100"},
+                                              "taints": [{"key": "gpu.example.com/workload", "value": "",
+                                                          "effect": "NoSchedule"}]}}
+    assert host_inputs("h1", {"accelerator": "h100"}, [], "gpu.example.com/", "h1", False)["node_pool"] is None
+    bad = host_inputs("h2", "h100", {"key": "x"}, "gpu.example.com/", "H2_node")
+    assert bad["node_pool"] is None and len(bad["errors"]) == 3, bad
+    assert bad["errors"][0].startswith('node_prereqs_pool on h2 must map only accelerator, topology') and \
+        'got "h100" (a string, not a mapping)' in bad["errors"][0]
+    assert "node_prereqs_pool_taints of h2 must be a list" in bad["errors"][1]
+    assert bad["errors"][2] == ("node_prereqs_node_name of h2 is 'H2_node', not a Kubernetes node name (lower-case DNS "
+                                "subdomain): set it to the name `kubectl get nodes` shows.")
+
+
+def test_hosts_inputs_read_the_inventory_of_each_host_with_the_defaults():
+    from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import hosts_inputs
+    hostvars = {"a": {"node_prereqs_pool": {"accelerator": "h100"}, "node_prereqs_node_name": "node-a",
+                      "node_prereqs_label_prefix": "a.example.com/"},
+                "b": {"node_prereqs_pool": {"colour": "red"}},
+                "c": {"node_prereqs_pool": {"accelerator": "l40s"}, "node_prereqs_label_nodes": "no"},
+                "d": {}}
+    got = hosts_inputs(hostvars, ["a", "b", "c", "d"], label_nodes=True, default_prefix="site.example.com/")
+    assert sorted(got["pools"]) == ["d", "node-a"]
+    assert got["pools"]["node-a"]["prefix"] == "a.example.com/" and got["pools"]["d"]["prefix"] == "site.example.com/"
+    assert got["pools"]["d"]["pool"] == {} and got["pools"]["d"]["taints"] == []
+    assert len(got["errors"]) == 1 and got["errors"][0].startswith("node_prereqs_pool on b must map only")
+    assert hosts_inputs(hostvars, ["d"], label_nodes=False)["pools"] == {}
