@@ -7,9 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
     check_trust,
+    node_view,
     pending,
     render,
 )
@@ -25,12 +28,25 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
             out.update(check_trust(out, nodes, trust_label, mixed_trust_values or ["mixed"],
                                    allow_mixed_trust, gpu_nodes or (), mig_strategy))
         return out
-    args = (spec, nodes, mixed_trust_values, gpu_nodes)
+    # only what the rules read of each Node is made plain data (a registered Node list is large)
+    args = (spec, None if nodes is None else _view(nodes, "time_slicing_config"), mixed_trust_values, gpu_nodes)
     return problems(rendered, *args) if check_only else domain_filter()(rendered)(*args)
 
 
-@domain_filter("time_slicing_pending")
+def _view(nodes, name):
+    try:
+        return node_view(nodes)
+    except (AttributeError, TypeError) as exc:      # not a Node list
+        raise AnsibleFilterError("%s: nodes must be the resources of a Node list (kubernetes.core.k8s_info), got %s"
+                                 % (name, exc))
+
+
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):
+    return _pending(rendered, _view(nodes, "time_slicing_pending"), gpu_nodes)
+
+
+@domain_filter("time_slicing_pending")
+def _pending(rendered, nodes, gpu_nodes=None):
     try:
         return pending(rendered, nodes or [], gpu_nodes or ())
     except (KeyError, TypeError, ValueError) as exc:   # not the output of time_slicing_config

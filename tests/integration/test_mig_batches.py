@@ -60,6 +60,12 @@ def test_pool_settings_of_batch_1_hold_in_every_batch(cluster, tmp_path):
                                  "gpu-h100-3": "all-3g.40gb", "gpu-h100-5": "all-3g.40gb"}
 
 
+# The inference pool gets a profile none of its nodes has yet (whatever ran before): both are to
+# change, so a batch of 4 would take the whole pool at once (nodes already at their profile keep
+# serving and are no part of a batch).
+ANOTHER_PROFILE = {"gpu-h100-3": {"mig_profile": "all-2g.20gb"}, "gpu-h100-5": {"mig_profile": "all-2g.20gb"}}
+
+
 @pytest.mark.parametrize("batch_size,expected", [
     (0, "mig_batch_size must be a whole number of nodes >= 1 (the play's serial), got 0"),
     (4, "batch 1 holds all 2 node(s) of pool pool_h100_inference (gpu-h100-3, gpu-h100-5)"),
@@ -67,7 +73,7 @@ def test_pool_settings_of_batch_1_hold_in_every_batch(cluster, tmp_path):
 def test_bad_batch_size_is_refused_before_any_change(cluster, tmp_path, batch_size, expected):
     before = profiles(cluster)
     cluster.reset_stats()
-    res = run_playbook(PLAYBOOK, cluster.env, inventory=inventory(tmp_path, cluster),
+    res = run_playbook(PLAYBOOK, cluster.env, inventory=inventory(tmp_path, cluster, host_vars=ANOTHER_PROFILE),
                        extra_vars={"mig_batch_size": batch_size})
     assert res.rc != 0
     msg = " ".join(res.failure_messages())

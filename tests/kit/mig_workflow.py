@@ -49,7 +49,8 @@ class FakeApi(object):
         self.script = list(script)
         self.pending_events = []
         self.evict_errors = dict(evict_errors or {})
-        self.calls = []
+        self.calls = []     # writes
+        self.reads = []     # node, ConfigMap and pod reads
 
     def cluster_policies(self):
         return [copy.deepcopy(self.policy)] if self.policy else []
@@ -58,12 +59,23 @@ class FakeApi(object):
         return []
 
     def configmap(self, ns, name):
+        self.reads.append(("get", "ConfigMap", name))
         return copy.deepcopy(self.cm) if (ns, name) == ("gpu-operator", "default-mig-parted-config") else None
 
     def node(self, name):
+        self.reads.append(("get", "Node", name))
         return copy.deepcopy(self.nodes.get(name))
 
+    def all_nodes(self):
+        self.reads.append(("list", "Node"))
+        return [copy.deepcopy(n) for n in self.nodes.values()]
+
+    def configmaps_in(self, ns):
+        self.reads.append(("list", "ConfigMap", ns))
+        return [copy.deepcopy(self.cm)] if ns == "gpu-operator" else []
+
     def pods_on_node(self, node):
+        self.reads.append(("list", "Pod", node))
         return [copy.deepcopy(p) for p in self.pods if p["spec"]["nodeName"] == node]
 
     def pods_list_version(self, node):

@@ -75,9 +75,37 @@ def describe_pods(pods):
                      if gpu_resources(p) else _pod_ref(p) for p in pods)
 
 
+class Snapshot(object):
+    """The reads of a validation over many nodes, from one LIST each of the Nodes and of the operator
+    namespace's ConfigMaps, instead of a GET of each node and one or two of its ConfigMaps (3 requests
+    per node: 1500 for a read of 500 nodes). Pods are still listed per node, and only for a node that
+    will change (a cluster-wide pod LIST can be far larger than the nodes it serves)."""
+
+    def __init__(self, api, namespace):
+        self.api, self.namespace = api, namespace
+        self.nodes = dict((n["metadata"]["name"], n) for n in api.all_nodes())
+        self.configmaps = dict((c["metadata"]["name"], c) for c in api.configmaps_in(namespace))
+
+    def node(self, name):
+        return self.nodes.get(name)
+
+    def node_names(self):
+        return list(self.nodes)
+
+    def configmap(self, namespace, name):
+        if namespace != self.namespace:
+            return self.api.configmap(namespace, name)
+        return self.configmaps.get(name)
+
+    def pods_on_node(self, name):
+        return self.api.pods_on_node(name)
+
+
 class MigConfigurator(object):
     def __init__(self, api, params, check_mode=False, clock=time.monotonic, log=None, sleep=time.sleep):
         self.api = api
+        # what validation reads from: the API, or a Snapshot of it for a call over many nodes
+        self.reads = api
         self.sleep = sleep
         self.params = params
         self.check_mode = check_mode
@@ -118,14 +146,14 @@ class MigConfigurator(object):
         """The config mig-manager uses for `node`: custom, per-node generated, default."""
         namespace = cluster["namespace"]
         if cluster["config_name"]:
-            configmap = self.api.configmap(namespace, cluster["config_name"])
+            configmap = self.reads.configmap(namespace, cluster["config_name"])
             if configmap is None:
                 raise MigConfigError("ClusterPolicy %s spec.migManager.config.name names ConfigMap %s/%s, which "
                                      "does not exist: create it (key %s) or unset the field"
                                      % (cluster["name"], namespace, cluster["config_name"], upstream.MIG_CONFIGMAP_KEY))
         else:
-            configmap = self.api.configmap(namespace, node + upstream.PER_NODE_MIG_CONFIGMAP_SUFFIX) \
-                or self.api.configmap(namespace, upstream.DEFAULT_MIG_CONFIGMAP)
+            configmap = self.reads.configmap(namespace, node + upstream.PER_NODE_MIG_CONFIGMAP_SUFFIX) \
+                or self.reads.configmap(namespace, upstream.DEFAULT_MIG_CONFIGMAP)
             if configmap is None:
                 raise MigConfigError("Neither ConfigMap %s/%s%s nor %s/%s exists: the GPU Operator creates the "
                                      "default one when mig-manager is deployed; is the operator running?"
@@ -139,14 +167,14 @@ class MigConfigurator(object):
     def known_nodes(self):
         """' (nodes of the cluster: a, b)' for a message, or '' when they cannot be listed."""
         try:
-            names = self.api.node_names()
+            names = self.reads.node_names()
         except (AttributeError, ApiError):
             return ""
         return " (nodes of the cluster: %s)" % ", ".join(sorted(names)) if names else ""
 
     # --------------------------------------------------------------- validation
     def plan_node(self, cluster, name, profile):
-        node = self.api.node(name)
+        node = self.reads.node(name)
         if node is None:
             raise MigConfigError("Node %s does not exist%s: set mig_node_name (default node_prereqs_node_name, "
                                  "else the inventory host name) of that host to its Kubernetes node name"
@@ -169,21 +197,31 @@ class MigConfigurator(object):
             raise MigConfigError(str(exc))
         current = labels.get(upstream.LABEL_MIG_CONFIG)
         state = labels.get(upstream.LABEL_MIG_CONFIG_STATE)
-        pods = self.api.pods_on_node(name)
+        done = current == profile and state == upstream.MIG_STATE_SUCCESS
+        # a node's pods matter only where it will change (refused, evicted or named in check mode)
+        pods = self.reads.pods_on_node(name) if not done and self.params.get("reconfigure", True) else []
         return {"name": name, "node": node, "config": config, "current": current, "state": state,
                 "expected": expected, "gpu_count": count, "product": product, "model": model_name,
-                "done": current == profile and state == upstream.MIG_STATE_SUCCESS,
-                "gpu_pods": gpu_pods(pods)}
+                "done": done, "gpu_pods": gpu_pods(pods)}
 
     def validate(self, names, profile):
         cluster = self.cluster()
         plans, errors = [], []
-        for name in names:
-            try:
-                plan = self.plan_node(cluster, name, profile)
-            except MigConfigError as exc:
-                errors.append(exc.msg)
+        self.reads = Snapshot(self.api, cluster["namespace"]) if len(names) > 1 else self.api
+        read = []
+        try:
+            for name in names:
+                try:
+                    read.append(self.plan_node(cluster, name, profile))
+                except MigConfigError as exc:
+                    read.append(exc.msg)
+        finally:
+            self.reads = self.api
+        for plan in read:
+            if not isinstance(plan, dict):
+                errors.append(plan)
                 continue
+            name = plan["name"]
             if plan["current"] == profile and plan["state"] == upstream.MIG_STATE_FAILED:
                 # mig-manager acts on label changes: the same value again would never be retried
                 errors.append("Node %s: mig-manager already reports %s=failed for %s=%s (an earlier attempt); "
@@ -225,7 +263,8 @@ class MigConfigurator(object):
                 continue
             try:
                 if plan["done"]:
-                    node = self.verify(plan, cluster, self.deadline(self.params["verify_timeout"]))
+                    # from the node validation read (moments ago); a watch from its version if it differs
+                    node = self.verify(plan, cluster, self.deadline(self.params["verify_timeout"]), node=plan["node"])
                 else:
                     node = self.apply(plan, cluster, profile, result)
             except MigConfigError as exc:

@@ -37,7 +37,13 @@ class K8sMigApi(object):
         return self.kube.get("v1", "Node", name)
 
     def node_names(self):
-        return [n["metadata"]["name"] for n in self.kube.list("v1", "Node")[0]]
+        return [n["metadata"]["name"] for n in self.all_nodes()]
+
+    def all_nodes(self):
+        return self.kube.list("v1", "Node")[0]
+
+    def configmaps_in(self, namespace):
+        return self.kube.list("v1", "ConfigMap", namespace=namespace)[0]
 
     def configmap(self, namespace, name):
         return self.kube.get("v1", "ConfigMap", name, namespace)

@@ -235,6 +235,19 @@ def render(spec):
     }
 
 
+def node_view(nodes):
+    """The part of each Node the rules here read: name, labels, status.capacity. A Node list from the
+    API is large (status, images, managedFields); this view is what a caller converts or copies (at
+    1000 nodes, 0.3 s instead of 3.6 s for Ansible to make every Node plain data)."""
+    out = []
+    for node in nodes or ():
+        meta = node.get("metadata") or {}
+        status = node.get("status") or {}
+        out.append({"metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+                    "status": {"capacity": dict(status.get("capacity") or {})}})
+    return out
+
+
 def placement(rendered, cluster_nodes, gpu_nodes=()):
     """Which config each GPU node ends up with: {node: key}; nodes without any are left out.
 
@@ -244,6 +257,7 @@ def placement(rendered, cluster_nodes, gpu_nodes=()):
     nvidia.com/gpu.present=true or named in gpu_nodes (the driver plan knows
     them before the operator has labelled anything)."""
     result = {}
+    gpu_nodes = set(gpu_nodes or ())
     for node in cluster_nodes:
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -266,7 +280,8 @@ def check_nodes_exist(rendered, cluster_nodes):
     """Refuse `nodes` entries naming no node of the cluster: the role owns the selection label,
     so a typo would silently take the label (and the config) off the node that was meant."""
     known = sorted((n.get("metadata") or {}).get("name") for n in cluster_nodes)
-    unknown = sorted(n for n in rendered["nodes"] if n not in known)
+    names = set(known)
+    unknown = sorted(n for n in rendered["nodes"] if n not in names)
     if unknown:
         raise TimeSlicingError(
             "gpu_operator_time_slicing.nodes names %s, not a node of the cluster; known nodes: %s. Use the "

@@ -91,3 +91,47 @@ def test_time_slicing_config_copies_no_lazy_input():
     assert config(spec) == config(plain_spec)
     assert config(spec, check_only=True) == []
     assert Lazy.copies == 0
+
+
+class Guarded(dict):
+    """A Node part whose other fields must not be read (managedFields, images: most of a Node's size)."""
+    def __init__(self, data, allowed):
+        super().__init__(data)
+        self.allowed = allowed
+
+    def _check(self, key):
+        if key not in self.allowed:
+            raise AssertionError("read %r" % key)
+
+    def __getitem__(self, key):
+        self._check(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._check(key)
+        return super().get(key, default)
+
+    def __iter__(self):
+        raise AssertionError("iterated over a whole Node part")
+
+    def items(self):
+        raise AssertionError("iterated over a whole Node part")
+
+
+def _guarded_node(name, labels, capacity):
+    meta = Guarded({"name": name, "labels": labels, "managedFields": [{"manager": "kubelet"}]}, ("name", "labels"))
+    status = Guarded({"capacity": capacity, "images": [{"names": ["x"]}]}, ("capacity",))
+    return Guarded({"metadata": meta, "status": status, "spec": {}}, ("metadata", "status"))
+
+
+def test_time_slicing_filters_read_only_name_labels_and_capacity_of_each_node():
+    filters = TimeSlicing().filters()
+    spec = {"configs": {"shared-4": {"replicas": 4}}, "nodes": {"n1": "shared-4"}}
+    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "4"}
+    nodes = [_guarded_node("n1", labels, {"nvidia.com/gpu": "8"}), _guarded_node("n2", {}, {})]
+    rendered = filters["time_slicing_config"](spec, nodes=nodes)
+    assert rendered["placement"] == {"n1": "shared-4"}
+    assert filters["time_slicing_config"](spec, nodes=nodes, check_only=True) == []
+    assert filters["time_slicing_pending"](rendered, nodes) == []
+    with pytest.raises(AnsibleFilterError, match="time_slicing_pending: nodes must be the resources of a Node list"):
+        filters["time_slicing_pending"](rendered, ["n1"])

@@ -77,6 +77,9 @@ def test_reconfigure_false_verifies_the_nodes_at_the_profile_and_leaves_the_othe
         ("n1", False, False, True), ("n2", False, True, False)]
     assert results[0]["offer"]["allocatable"] == {"nvidia.com/gpu": 14}
     assert not [c for c in api.calls if c[0] in ("patch", "evict")]
+    # a call over many nodes reads them with one LIST of each kind, not requests per node; without a
+    # reconfiguration no node's pods are read
+    assert api.reads == [("list", "Node"), ("list", "ConfigMap", "gpu-operator")], api.reads
     # in check mode the pending node gets no offer either (what a verified node has)
     checked = _run(FakeApi([done, _node("n2")]), nodes=["n1", "n2"], reconfigure=False, check_mode=True)
     assert [(r["node"], r.get("pending", False), "offer" in r) for r in checked] == [("n1", False, True),
