@@ -29,13 +29,14 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
                                    allow_mixed_trust, gpu_nodes or (), mig_strategy))
         return out
     # only what the rules read of each Node is made plain data (a registered Node list is large)
-    args = (spec, None if nodes is None else _view(nodes, "time_slicing_config"), mixed_trust_values, gpu_nodes)
+    args = (spec, None if nodes is None else _view(nodes, "time_slicing_config", trust_label), mixed_trust_values,
+            gpu_nodes)
     return problems(rendered, *args) if check_only else domain_filter()(rendered)(*args)
 
 
-def _view(nodes, name):
+def _view(nodes, name, trust_label=None):
     try:
-        return node_view(nodes)
+        return node_view(nodes, trust_label)
     except (AttributeError, TypeError) as exc:      # not a Node list
         raise AnsibleFilterError("%s: nodes must be the resources of a Node list (kubernetes.core.k8s_info), got %s"
                                  % (name, exc))

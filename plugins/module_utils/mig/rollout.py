@@ -61,9 +61,14 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None, p
             "mig_batch_size must be a whole number of nodes >= 1 (the play's serial), got %r: set "
             "mig_batch_size=1 to change one node at a time." % (batch_size,)]}
 
+    # hostvars[host] computes every variable of the host: once per host, not once per variable read
+    seen = {}
+
     def var(host, name):
-        hv = hostvars[host] if host in hostvars else {}
-        value = hv.get(name) if isinstance(hv, Mapping) else None
+        if host not in seen:
+            hv = hostvars[host] if host in hostvars else {}
+            seen[host] = hv if isinstance(hv, Mapping) else {}
+        value = seen[host].get(name)
         return defaults.get(name) if value is None else value
 
     pools, profiles, nodes, allow = {}, {}, {}, {}
@@ -79,7 +84,7 @@ def mig_rollout_plan(hostvars, hosts, batch_size=1, batch=None, defaults=None, p
             continue
         profiles[host] = profile
         # the role's default: node_prereqs' node name rule
-        nodes[host] = str(var(host, "mig_node_name") or node_name(hostvars[host] if host in hostvars else {}, host))
+        nodes[host] = str(var(host, "mig_node_name") or node_name(seen[host], host))
         prefix = var(host, "mig_pool_group_prefix") or ""
         groups = [g for g in (var(host, "group_names") or []) if prefix and g.startswith(prefix)]
         pools[host] = var(host, "mig_pool") or (groups[0] if groups else "ungrouped")

@@ -100,7 +100,7 @@ class Guarded(dict):
         self.allowed = allowed
 
     def _check(self, key):
-        if key not in self.allowed:
+        if self.allowed is not None and key not in self.allowed:
             raise AssertionError("read %r" % key)
 
     def __getitem__(self, key):
@@ -119,12 +119,14 @@ class Guarded(dict):
 
 
 def _guarded_node(name, labels, capacity):
+    # labels: read one by one (a Node has a hundred; the rules read a few), never copied whole
+    labels = Guarded(dict(labels, **{"feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}), None)
     meta = Guarded({"name": name, "labels": labels, "managedFields": [{"manager": "kubelet"}]}, ("name", "labels"))
     status = Guarded({"capacity": capacity, "images": [{"names": ["x"]}]}, ("capacity",))
     return Guarded({"metadata": meta, "status": status, "spec": {}}, ("metadata", "status"))
 
 
-def test_time_slicing_filters_read_only_name_labels_and_capacity_of_each_node():
+def test_time_slicing_filters_read_only_name_some_labels_and_capacity_of_each_node():
     filters = TimeSlicing().filters()
     spec = {"configs": {"shared-4": {"replicas": 4}}, "nodes": {"n1": "shared-4"}}
     labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "4"}
