@@ -34,6 +34,8 @@ description:
     changed (C(changed=true) when a node was relabelled) and what a re-run will do.
   - Nodes are processed one after the other. To roll out node pools in batches, so that a pool never
     loses all of its GPUs at once, use the role C(skaffon.gpu_platform.mig) or C(playbooks/mig.yml).
+  - A call over several nodes reads the Nodes and the operator namespace's ConfigMaps with one LIST each (not a
+    request per node); a node's pods are read only when the node is to change.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - skaffon.gpu_platform.wait
