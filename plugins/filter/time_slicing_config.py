@@ -7,8 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
     check_trust,
@@ -16,9 +14,14 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_
     pending,
     render,
 )
-from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import (
+    domain_errors,
+    domain_filter,
+    problems,
+)
 
 
+@domain_errors()
 def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mixed_trust_values=None,
                         allow_mixed_trust=False, gpu_nodes=None, check_only=False, mig_strategy=None):
     """The rendered configs; with check_only, the list of input errors instead (empty when fine)."""
@@ -29,21 +32,19 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
                                    allow_mixed_trust, gpu_nodes or (), mig_strategy))
         return out
     # only what the rules read of each Node is made plain data (a registered Node list is large)
-    args = (spec, None if nodes is None else _view(nodes, "time_slicing_config", trust_label), mixed_trust_values,
-            gpu_nodes)
+    try:
+        view = None if nodes is None else node_view(nodes, trust_label)
+    except DomainError as exc:
+        if check_only:
+            return [exc.msg]
+        raise
+    args = (spec, view, mixed_trust_values, gpu_nodes)
     return problems(rendered, *args) if check_only else domain_filter()(rendered)(*args)
 
 
-def _view(nodes, name, trust_label=None):
-    try:
-        return node_view(nodes, trust_label)
-    except (AttributeError, TypeError) as exc:      # not a Node list
-        raise AnsibleFilterError("%s: nodes must be the resources of a Node list (kubernetes.core.k8s_info), got %s"
-                                 % (name, exc))
-
-
+@domain_errors("time_slicing_pending")
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):
-    return _pending(rendered, _view(nodes, "time_slicing_pending"), gpu_nodes)
+    return _pending(rendered, node_view(nodes), gpu_nodes)
 
 
 @domain_filter("time_slicing_pending")

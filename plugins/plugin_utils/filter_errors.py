@@ -38,15 +38,28 @@ def plain(value):
     return value
 
 
-def domain_filter(prefix=None):
-    """Decorator: the arguments as plain data; DomainError -> AnsibleFilterError("<prefix>: <message>")."""
+def domain_errors(prefix=None):
+    """Decorator: DomainError -> AnsibleFilterError("<prefix>: <message>"); the arguments as given (for a
+    filter that picks the little it reads out of large input before making anything plain)."""
     def wrap(fn):
         @functools.wraps(fn)
         def filter_fn(*args, **kwargs):
             try:
-                return fn(*plain(args), **plain(kwargs))
+                return fn(*args, **kwargs)
             except DomainError as exc:
                 raise AnsibleFilterError("%s: %s" % (prefix, exc.msg) if prefix else exc.msg)
+        return filter_fn
+    return wrap
+
+
+def domain_filter(prefix=None):
+    """Decorator: the arguments as plain data; DomainError -> AnsibleFilterError("<prefix>: <message>")."""
+    def wrap(fn):
+        translated = domain_errors(prefix)(fn)
+
+        @functools.wraps(fn)
+        def filter_fn(*args, **kwargs):
+            return translated(*plain(args), **plain(kwargs))
         return filter_fn
     return wrap
 

@@ -31,6 +31,7 @@ __metaclass__ = type
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
@@ -248,6 +249,9 @@ def node_view(nodes, trust_label=None):
     keys = VIEW_LABELS + ((trust_label,) if trust_label else ())
     out = []
     for node in nodes or ():
+        if not isinstance(node, Mapping):
+            raise TimeSlicingError("nodes must be the resources of a Node list (kubernetes.core.k8s_info), got an "
+                                   "item %r" % (node,))
         meta = node.get("metadata") or {}
         status = node.get("status") or {}
         labels = meta.get("labels") or {}

@@ -137,3 +137,5 @@ def test_time_slicing_filters_read_only_name_some_labels_and_capacity_of_each_no
     assert filters["time_slicing_pending"](rendered, nodes) == []
     with pytest.raises(AnsibleFilterError, match="time_slicing_pending: nodes must be the resources of a Node list"):
         filters["time_slicing_pending"](rendered, ["n1"])
+    assert filters["time_slicing_config"](spec, nodes=["n1"], check_only=True)[0].startswith(
+        "nodes must be the resources of a Node list")
