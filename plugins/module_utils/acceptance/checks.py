@@ -146,8 +146,9 @@ def gpus_visible(ctx):
     if dra.is_dra(ctx):
         return dra.gpus_visible(ctx, _tools())
     evidence, missing = [], []
+    cluster_nodes = ctx.nodes()
     for spec in ctx.params["gpu_nodes"]:
-        node = ctx.kube.get("v1", "Node", spec["name"])
+        node = cluster_nodes.get(spec["name"])
         if node is None:
             missing.append(spec["name"])
             evidence.append("%s: no such Kubernetes node" % spec["name"])
@@ -324,8 +325,9 @@ def _node_sharing(ctx):
     if not shared:
         return True, "every GPU node is exclusive (whole GPUs), as configured", [
             "%s: exclusive" % n["name"] for n in ctx.params["gpu_nodes"]]
+    cluster_nodes = ctx.nodes()
     for spec in ctx.params["gpu_nodes"]:
-        node = ctx.kube.get("v1", "Node", spec["name"])
+        node = cluster_nodes.get(spec["name"])
         if node is None:
             bad.append(spec["name"])
             continue

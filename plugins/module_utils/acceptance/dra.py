@@ -67,8 +67,9 @@ def gpus_visible(ctx, tools):
     published = node_devices(ctx)
     ctx.dra_devices = published
     evidence, missing = [], []
+    cluster_nodes = ctx.nodes()
     for spec in nodes:
-        node = ctx.kube.get("v1", "Node", spec["name"])
+        node = cluster_nodes.get(spec["name"])
         if node is None:
             missing.append(spec["name"])
             evidence.append("%s: no such Kubernetes node" % spec["name"])

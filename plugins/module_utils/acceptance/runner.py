@@ -77,6 +77,10 @@ class Context(object):
         self.created = []  # (apiVersion, kind, name, namespace), removed after every check
         self.at_end = []   # the same, removed after the last check (the test namespace)
 
+    def nodes(self):
+        """{name: Node} from one LIST: a check that reads every GPU node makes one request, not one per node."""
+        return dict((n["metadata"]["name"], n) for n in self.kube.list("v1", "Node")[0])
+
     def track(self, obj):
         meta = obj.get("metadata") or {}
         self.created.append((obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")))

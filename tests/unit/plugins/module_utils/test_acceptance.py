@@ -37,7 +37,8 @@ def test_unknown_check_id_is_refused_with_the_list():
 
 
 def test_results_come_in_protocol_order_and_api_errors_are_fails():
-    kube = cluster(fail={("GET", "Node", "gpu-1"): ApiError("GET", "Node", "gpu-1", status=403, message="no")})
+    # gpus-visible reads the GPU nodes with one LIST (not a GET per node)
+    kube = cluster(fail={("LIST", "Node"): ApiError("LIST", "Node", None, status=403, message="no")})
     results = acceptance.run(ctx(kube, gpu_nodes=[{"name": "gpu-1"}]), ["runbooks", "gpus-visible"])
     assert [r.id for r in results] == ["gpus-visible", "runbooks"]
     assert results[0].status == acceptance.FAIL and "HTTP 403" in results[0].summary
