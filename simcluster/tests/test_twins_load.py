@@ -126,6 +126,25 @@ def test_steady_load_reports_the_cluster_files_latency(cluster):
     assert ticks[0]["time"] < ticks[-1]["time"] <= summary["time"]
 
 
+def test_the_same_run_gives_the_same_figures(cluster):
+    """The latencies come from a generator seeded by the run (namespace, Job, arguments), not by the
+    pod's uid: a scenario's percentiles do not change from one run to the next."""
+    c = cluster
+    c.store.create("deployments.apps", serving(1))
+    c.store.create("services", service())
+    ready_serving(c, 1)
+    summaries = []
+    for _ in range(2):
+        c.store.create("jobs.batch", load_job(seconds=20, concurrency=8))
+        pod, out = finished(c)
+        summaries.append({k: v for k, v in out[-1].items() if k != "time"})
+        c.store.delete("jobs.batch", NS, "load")
+        c.store.delete("pods", NS, pod["metadata"]["name"])
+        c.wait(lambda: not c.pods(NS, "load-"), what="load pod gone")
+    assert summaries[0] == summaries[1]
+    assert summaries[0]["rps"] == 50.0 and summaries[0]["p99_ms"] > 120     # one replica, saturated
+
+
 def test_rolling_update_without_unavailable_replicas_loses_no_request(cluster):
     c = cluster
     c.store.create("deployments.apps", serving(3, {"type": "RollingUpdate", "rollingUpdate": {

@@ -199,6 +199,16 @@ def target(net, client, url):
     return len(reachable), None
 
 
+def run_key(pod, opts):
+    """What makes two runs the same run: the namespace, the owning Job (else the pod's name) and the
+    arguments. The latencies are drawn from a generator seeded with it, so a scenario gives the same
+    figures at every run, however loaded the machine (a pod's uid or the wall clock would not)."""
+    meta = pod["metadata"]
+    owner = next((o.get("name") for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    return "%s/%s/%s/%s/%s" % (meta.get("namespace"), owner or meta.get("name"), opts["url"],
+                               opts["seconds"], opts["concurrency"])
+
+
 class LoadTwin:
     """The kubelet hook; state per pod uid while it runs."""
 
@@ -248,7 +258,7 @@ class LoadTwin:
                 live = {p["metadata"]["uid"] for p in self.ctx.list("pods")}
                 self.runs = {k: v for k, v in self.runs.items() if k in live}
             serving = serving_of(self.ctx.spec)
-            seed = int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+            seed = int(hashlib.sha256(run_key(pod, opts).encode()).hexdigest()[:8], 16)
             run = self.runs[uid] = {
                 "latency": Latency(**serving["latency_ms"]), "rps": serving["rps_per_replica"],
                 "rng": random.Random(seed), "carry": 0.0, "done": 0, "ticks": [], "latencies": [],
