@@ -11,6 +11,10 @@ DEMO_STAMP := $(VENV)/.installed-demo
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
+# Integration workers: twice the cores. A test waits on the simulated cluster (pods starting, an API
+# server coming back) about a fifth of its time; with 2 workers on 2 cores that time is lost, with 4
+# the cores stay busy (the suite: 1375 s -> 1217 s on 2 cores).
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
 .PHONY: all venv demo test sanity lint unit integration molecule package bench clean
 
@@ -40,7 +44,11 @@ demo: $(DEMO_STAMP) build/collections
 	scripts/system_deps.sh prometheus
 	$(BIN)/python scripts/demo.py
 
-test: sanity lint unit integration molecule package
+# The five short suites share the cores (on 2 cores 84 s instead of 164 s one after the other, each
+# suite's output printed whole as it ends); integration, which keeps every core busy, runs after them.
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target sanity lint unit molecule package
+	$(MAKE) --no-print-directory integration
 	@echo "make test: all suites passed"
 
 sanity: $(STAMP)
@@ -55,7 +63,7 @@ unit: $(STAMP) build/collections
 
 integration: $(STAMP) build/collections
 	scripts/system_deps.sh
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests/integration simcluster/tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 tests/integration simcluster/tests $(PYTEST_ARGS)
 
 molecule: $(STAMP) build/collections
 	VENV=$(VENV) scripts/molecule.sh
