@@ -202,7 +202,7 @@ def target(net, client, url):
 def run_key(pod, opts):
     """What makes two runs the same run: the namespace, the owning Job (else the pod's name) and the
     arguments. The latencies are drawn from a generator seeded with it, so a scenario gives the same
-    figures at every run, however loaded the machine (a pod's uid or the wall clock would not)."""
+    figures at every run (a pod's uid is new each time: its figures would scatter run to run)."""
     meta = pod["metadata"]
     owner = next((o.get("name") for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     return "%s/%s/%s/%s/%s" % (meta.get("namespace"), owner or meta.get("name"), opts["url"],
