@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import labels as node_labels
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import pools
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
 
@@ -82,6 +83,11 @@ def node_label_values(nodes, label, default=None):
     return out
 
 
+def node_labels_to_change(wanted, nodes):
+    """The labels of `wanted` ({node: {label: value}}) the Node objects do not carry yet."""
+    return node_labels.labels_to_change(wanted, nodes)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -95,4 +101,5 @@ class FilterModule(object):
             "pool_label_prefix": pool_label_prefix,
             "pool_label_key": pool_label_key,
             "node_label_values": node_label_values,
+            "node_labels_to_change": node_labels_to_change,
         }

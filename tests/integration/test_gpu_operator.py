@@ -6,6 +6,8 @@ installed from the archive like an air-gapped site does. Each scenario gets its
 own simulated cluster (cluster files are generated here: host drivers, faults and
 registries differ per scenario).
 """
+import base64
+import gzip
 import json
 import os
 import threading
@@ -82,6 +84,9 @@ def test_fresh_install_rerun_and_check_mode(fleet, helm):
         # the mixed fleet's helm 3 case ran on this cluster: its release first (ClusterPolicy is a singleton)
         sim.run(os.path.join(BIN, "helm3"), "uninstall", "gpu-operator", "-n", NS)
     extra = base_vars(sim, archive, plan, helm=helm)
+    live = dict((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in kget(sim, "nodes")["items"])
+    to_label = [node for node, want in plan["node_labels"].items()
+                if any(live[node].get(k) != v for k, v in want.items())]
 
     first = play(sim, extra)
     assert first.rc == 0, first
@@ -95,6 +100,10 @@ def test_fresh_install_rerun_and_check_mode(fleet, helm):
     again = play(sim, extra)
     assert again.rc == 0, again
     assert again.changed() == 0, again
+    # the Nodes read by the role's checks carry the plan's labels now: node_labels does not run again
+    label_task = "Label the nodes the driver plan keeps on host drivers or toolkits"
+    assert [bool(r.get("skipped")) for r in first.task_results(label_task)] == [not to_label], first
+    assert [bool(r.get("skipped")) for r in again.task_results(label_task)] == [True], again
 
     # check mode + diff: reports the change and the values diff, changes nothing
     check = play(sim, dict(extra, gpu_operator_mig_strategy="mixed"), check=True, diff=True)
@@ -151,6 +160,42 @@ def test_airgap_install_from_archive_with_mirror(airgap, helm):
     pods = kget(sim, "pods", "-n", NS)["items"]
     assert all(p["spec"].get("imagePullSecrets") == [{"name": "regcred"}] for p in pods), pods
     assert play(sim, extra).changed() == 0
+
+
+def _set_release_status(sim, status):
+    """Set the latest revision of the gpu-operator release to `status`, in its Helm storage Secret
+    (data.release is base64(gzip(JSON)), the label repeats the status), as a helm run killed
+    mid-upgrade leaves it; returns the status it had."""
+    secrets = kget(sim, "secrets", "-n", NS, "-l", "owner=helm,name=gpu-operator")["items"]
+    latest = max(secrets, key=lambda s: int(s["metadata"]["labels"]["version"]))
+    release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(latest["data"]["release"]))))
+    before = release["info"]["status"]
+    release["info"]["status"] = status
+    latest["data"]["release"] = base64.b64encode(base64.b64encode(
+        gzip.compress(json.dumps(release).encode()))).decode()
+    latest["metadata"]["labels"]["status"] = status
+    sim.run(os.path.join(BIN, "kubectl"), "replace", "-f", "-", input=json.dumps(latest))
+    return before
+
+
+def test_a_release_left_pending_is_refused_with_the_fix(airgap):
+    """An interrupted upgrade leaves the latest revision pending-upgrade; Helm would refuse every
+    operation on it ("another operation is in progress"). The role's one read finds it and names the fix."""
+    sim, archive, plan = airgap
+    if sim.run(os.path.join(BIN, "helm3"), "status", "gpu-operator", "-n", NS, check=False).returncode != 0:
+        assert play(sim, base_vars(sim, archive, plan, gpu_operator_image_mirror=MIRROR,
+                                   gpu_operator_image_pull_secrets=["regcred"])).rc == 0
+    before = _set_release_status(sim, "pending-upgrade")
+    try:
+        res = play(sim, base_vars(sim, archive, plan, gpu_operator_image_mirror=MIRROR,
+                                  gpu_operator_image_pull_secrets=["regcred"]))
+        assert res.rc != 0, res
+        assert res.changed() == 0, res
+        msgs = res.failure_messages()
+        assert any("is pending-upgrade: an earlier helm run was interrupted" in m and
+                   "`helm rollback gpu-operator -n %s`" % NS in m for m in msgs), msgs
+    finally:
+        _set_release_status(sim, before)
 
 
 def test_archive_of_another_version_is_refused(airgap, tmp_path_factory):

@@ -91,6 +91,13 @@ def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster)
     writes = dict((res, verbs) for res, verbs in stats["by_resource"].items()
                   if set(verbs) & {"create", "update", "patch", "delete"})
     assert writes == {}, writes
+    # and reads each object once: the device plugin's pods read the current content (the ConfigMap's
+    # applied checksum), so its DaemonSet is not read a second time; the nodes' selections are
+    # compared with the Nodes the role's checks read
+    reads = stats["by_resource"]
+    assert (reads["daemonsets.apps"], reads["configmaps"], reads["namespaces"]) == ({"get": 1},) * 3, reads
+    # the Nodes: the role's checks, the ClusterPolicy wait (GPU nodes offering GPUs), the replica check
+    assert reads["nodes"] == {"list": 3}, reads
     before = dp_restarted_at(sim)
 
     # Edit the content only: without a restart the plugin would keep advertising 4 replicas.

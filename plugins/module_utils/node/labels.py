@@ -96,6 +96,19 @@ def label_patch(want, have):
     return dict((k, v) for k, v in want.items() if have.get(k) != v)
 
 
+def labels_to_change(wanted, nodes):
+    """The part of `wanted` ({node: {label: value}}) that the Node objects `nodes` (as read) do not
+    have yet: a node whose labels all match is left out, a node that was not read stays whole (the
+    module then names it). Lets a role that read the Nodes anyway skip the module on a re-run."""
+    live = dict(((n.get("metadata") or {}).get("name"), _labels(n)) for n in nodes or ())
+    out = {}
+    for node, want in (wanted or {}).items():
+        patch = label_patch(want or {}, live[node]) if node in live else dict(want or {})
+        if patch or node not in live:
+            out[node] = patch
+    return out
+
+
 class NodeLabels(Strategy):
     """Nodes are not ours: only the labels named are compared and merge-patched; nothing is created
     or pruned, and check mode sends the patches as server dry runs."""

@@ -77,3 +77,20 @@ def test_pool_label_key_follows_the_prefix_the_hosts_are_labelled_with():
 def test_node_label_values_reads_keys_with_dots_and_slashes():
     nodes = [{"metadata": {"name": "a", "labels": {PREFIX + "accelerator": "h100"}}}, {"metadata": {"name": "b"}}]
     assert F["node_label_values"](nodes, PREFIX + "accelerator", "-") == {"a": "h100", "b": "-"}
+
+
+def _node(name, **labels):
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_labels_to_change_keeps_only_what_the_nodes_lack():
+    key = "nvidia.com/gpu.deploy.driver"
+    nodes = [_node("gpu-a", **{key: "false"}), _node("gpu-b", other="x"), _node("gpu-c", **{key: "false"})]
+    wanted = {"gpu-a": {key: "false"},                  # carries it: left out
+              "gpu-b": {key: "false", "other": "x"},    # one of two differs: only that one
+              "gpu-c": {key: None},                      # must be absent, is there: kept
+              "gpu-d": {key: "false"}}                   # not read: kept whole, the module names it
+    assert F["node_labels_to_change"](wanted, nodes) == {
+        "gpu-b": {key: "false"}, "gpu-c": {key: None}, "gpu-d": {key: "false"}}
+    assert F["node_labels_to_change"]({"gpu-a": {key: "false"}, "gpu-b": {"gone": None}}, nodes) == {}
+    assert F["node_labels_to_change"]({}, nodes) == {}
