@@ -9,6 +9,7 @@ import pytest
 
 from kit.helm_repo import PLAYBOOK, env, plan_file, serve_repo
 from kit.paths import BIN
+from kit.playbook import ansible_playbook
 from kit.pool_inventory import CHART, cluster_file, write_inventory
 
 USER, PASSWORD = "chart-reader-7q", "Wrong-Pa55-x1"    # not what the repository accepts
@@ -33,7 +34,7 @@ def test_failed_pull_says_why_without_the_credentials_and_cleans_up(tmp_path):
             "gpu_operator_chart_repo_url": url,
             "gpu_operator_chart_repo_username": USER, "gpu_operator_chart_repo_password": PASSWORD})
         run_env = dict(env(sim), TMPDIR=str(scratch))
-        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inv, PLAYBOOK, "-vvv",
+        proc = subprocess.run(ansible_playbook() + ["-i", inv, PLAYBOOK, "-vvv",
                                "-e", "@" + plan_file(tmp_path)],
                               env=run_env, capture_output=True, text=True, timeout=900)
     finally:

@@ -14,6 +14,7 @@ import pytest
 
 from kit.helm_repo import PLAYBOOK, env, plan_file, serve_repo
 from kit.paths import BIN, REPO
+from kit.playbook import ansible_playbook
 from kit.pool_inventory import CHART, cluster_file, write_inventory
 
 NODE_PREREQS = os.path.join(REPO, "playbooks", "node_prereqs.yml")
@@ -45,7 +46,7 @@ def setup(tmp_path_factory):
                 "env": [{"name": "HTTPS_PROXY_PASSWORD", "value": PROXY_PASSWORD},
                         {"name": "NGC_API_TOKEN", "value": TOKEN}],
                 "annotations": {"site-key": SITE_KEY}}}})
-        prep = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inv, NODE_PREREQS],
+        prep = subprocess.run(ansible_playbook() + ["-i", inv, NODE_PREREQS],
                               env=env(sim), capture_output=True, text=True, timeout=600)
         assert prep.returncode == 0, prep.stdout[-3000:]
         yield sim, inv, work
@@ -55,7 +56,7 @@ def setup(tmp_path_factory):
 
 
 def run(sim, inv, plan, *args):
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inv, PLAYBOOK, "-e", "@" + plan] + list(args)
+    cmd = ansible_playbook() + ["-i", inv, PLAYBOOK, "-e", "@" + plan] + list(args)
     return subprocess.run(cmd, env=env(sim), capture_output=True, text=True, timeout=900)
 
 

@@ -9,6 +9,19 @@ import subprocess
 
 from kit.paths import BIN, COLLECTIONS, REPO
 
+# The session's AnsiballZ payload cache, made and removed by kit.plugin (kit/ansible_playbook.py
+# says why); xdist workers inherit it from the controller's environment.
+ANSIBALLZ_CACHE_ENV = "GPU_PLATFORM_TEST_ANSIBALLZ_CACHE"
+SHARED_CACHE_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ansible_playbook.py")
+
+
+def ansible_playbook():
+    """The ansible-playbook command line: with the session's payload cache when there is one."""
+    cache = os.environ.get(ANSIBALLZ_CACHE_ENV)
+    if cache:
+        return [os.path.join(BIN, "python"), SHARED_CACHE_PLAYBOOK, cache]
+    return [os.path.join(BIN, "ansible-playbook")]
+
 
 class PlaybookResult:
     def __init__(self, proc):
@@ -106,7 +119,7 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
                  limit=None, timeout=600):
     """ansible-playbook with the JSON callback; `env` is the simcluster fixture's env: the cluster
     reaches the playbook through an inventory (`cluster_inventory`), never the environment."""
-    cmd = [os.path.join(BIN, "ansible-playbook"), playbook]
+    cmd = ansible_playbook() + [playbook]
     kubeconfig = getattr(env, "kubeconfig", None)
     if kubeconfig:
         cmd += ["-i", cluster_inventory(kubeconfig)]

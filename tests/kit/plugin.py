@@ -6,14 +6,18 @@
   ANSIBLE_COLLECTIONS_PATH (playbooks run by the tests find the collection there);
 - the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
 - tests marked `needs_shared` are skipped when ../shared is absent;
-- the slowest test files are collected first (see SLOWEST_FIRST).
+- the slowest test files are collected first (see SLOWEST_FIRST);
+- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py).
 """
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 from kit import paths
+from kit.playbook import ANSIBALLZ_CACHE_ENV
 
 pytest_plugins = ["simcluster.pytest_plugin"]
 
@@ -34,6 +38,20 @@ if paths.COLLECTIONS not in sys.path:
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", paths.COLLECTIONS)
 
 SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not found at %s" % paths.SHARED
+
+
+def pytest_configure(config):
+    # On the controller (or a run without xdist): the workers, started later, inherit the variable.
+    if not os.environ.get(ANSIBALLZ_CACHE_ENV):
+        config.ansiballz_cache = tempfile.mkdtemp(prefix="gpu-platform-ansiballz-")
+        os.environ[ANSIBALLZ_CACHE_ENV] = config.ansiballz_cache
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "ansiballz_cache", None)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop(ANSIBALLZ_CACHE_ENV, None)
 
 
 # The test files that take longest, longest first (from the files' start times in a run on two cores
