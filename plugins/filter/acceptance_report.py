@@ -8,17 +8,19 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.inputs import checks_input
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.acceptance.report import junit, markdown
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+inputs = module_utils("acceptance.inputs")
+report = module_utils("acceptance.report")
 
 
 def acceptance_markdown(results, meta=None):
-    return markdown(results, meta or {})
+    return report.markdown(results, meta or {})
 
 
 def acceptance_junit(results, meta=None):
-    return junit(results, meta or {})
+    return report.junit(results, meta or {})
 
 
 @domain_filter()
@@ -27,7 +29,7 @@ def acceptance_inputs(hostvars, hosts, time_slicing=None, tenants=None, allowed_
                       kai_fraction_pools=None, kai_pool_teams=None):
     fractions = dict(groups=groups, queue_backend=queue_backend, kai_gpu_sharing=kai_gpu_sharing,
                      kai_fraction_pools=kai_fraction_pools, kai_pool_teams=kai_pool_teams)
-    return checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries, allocation_api, fractions)
+    return inputs.checks_input(hostvars, hosts, time_slicing, tenants, allowed_registries, allocation_api, fractions)
 
 
 class FilterModule(object):

@@ -7,16 +7,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.audit_policy import render, team_names
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+policy = module_utils("audit_policy")
 
 
 @domain_filter("audit_policy")
 def audit_policy(tenants):
     if not isinstance(tenants, list):
         raise DomainError("tenants_list = %r: must be the list of teams ({name: ...})" % (tenants,))
-    return render(team_names(tenants))
+    return policy.render(policy.team_names(tenants))
 
 
 class FilterModule(object):

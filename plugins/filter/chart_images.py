@@ -7,23 +7,25 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.chart_images import images, mirror_image, mirror_pairs, public
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+chart = module_utils("gpu_operator.chart_images")
 
 
 def chart_images(docs, driver_os=None):
-    return images([d for d in docs or [] if d], driver_os=tuple(driver_os or ("ubuntu22.04",)))
+    return chart.images([d for d in docs or [] if d], driver_os=tuple(driver_os or ("ubuntu22.04",)))
 
 
 def public_images(image_list, mirror=None):
-    return public(image_list, mirror)
+    return chart.public(image_list, mirror)
 
 
 def image_mirror_pairs(upstream_images, mirrored_images):
-    return mirror_pairs(upstream_images, mirrored_images)
+    return chart.mirror_pairs(upstream_images, mirrored_images)
 
 
 def mirrored_image(image, mirror=None, layout="path"):
-    return mirror_image(image, mirror, layout or "path")
+    return chart.mirror_image(image, mirror, layout or "path")
 
 
 class FilterModule(object):

@@ -8,14 +8,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.driver_plan import driver_plan as _plan
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+plan = module_utils("node.driver_plan")
 
 
 @domain_filter()
 def driver_plan(hosts, driver_enabled=None, toolkit_enabled=None, driver_precompiled=False, only=None, group=None):
-    return _plan(hosts, driver_enabled=driver_enabled, toolkit_enabled=toolkit_enabled,
-                 driver_precompiled=driver_precompiled, only=only, group=group)
+    return plan.driver_plan(hosts, driver_enabled=driver_enabled, toolkit_enabled=toolkit_enabled,
+                            driver_precompiled=driver_precompiled, only=only, group=group)
 
 
 class FilterModule(object):

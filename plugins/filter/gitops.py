@@ -8,9 +8,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import objects as tenants
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gitops import export, node_patches, platform_objects
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+gitops = module_utils("gitops")
+tenants = module_utils("tenants.objects")
 
 
 @domain_filter()
@@ -18,8 +20,8 @@ def gitops_files(settings, releases=None, layers=None, nodes=None):
     if not settings.get("repo_url"):
         raise DomainError("gitops_repo_url must name the Git repository Argo CD reads the export from "
                           "(for example https://git.example/platform/gpu-gitops.git)")
-    return export(settings, releases or {}, layers or {},
-                  dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
+    return gitops.export(settings, releases or {}, layers or {},
+                         dict((k, (v.get("labels") or {}, v.get("taints") or [])) for k, v in (nodes or {}).items()))
 
 
 @domain_filter()
@@ -34,12 +36,12 @@ def tenants_objects(teams, settings=None):
 
 @domain_filter()
 def gitops_platform_objects(operator_namespace, psa_version="latest", time_slicing=None):
-    return platform_objects(operator_namespace, psa_version, time_slicing)
+    return gitops.platform_objects(operator_namespace, psa_version, time_slicing)
 
 
 @domain_filter()
 def gitops_nodes(hostvars, hosts, plan=None, time_slicing=None):
-    return node_patches(hostvars, hosts, plan, time_slicing)
+    return gitops.node_patches(hostvars, hosts, plan, time_slicing)
 
 
 class FilterModule(object):

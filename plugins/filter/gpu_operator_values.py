@@ -9,14 +9,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.values import (
-    operator_values,
-    scrub,
-    secret_strings,
-    untolerated_nodes,
-    values_diff,
-)
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+values = module_utils("gpu_operator.values")
 
 
 def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monitor=None,
@@ -32,24 +28,24 @@ def gpu_operator_values(plan, user_values=None, mig_strategy=None, service_monit
                   values_overlay=values_overlay, pool_taints=pool_taints, dcgm_hostengine=dcgm_hostengine,
                   gpu_access_by_request=gpu_access_by_request, allocation_api=allocation_api)
     if check_only:
-        return problems(operator_values, plan, **kwargs)
-    return domain_filter()(operator_values)(plan, **kwargs)
+        return problems(values.operator_values, plan, **kwargs)
+    return domain_filter()(values.operator_values)(plan, **kwargs)
 
 
 def gpu_operator_values_diff(current, desired, secret_paths=None):
-    return values_diff(current, desired, secret_paths or ())
+    return values.values_diff(current, desired, secret_paths or ())
 
 
-def gpu_operator_secret_strings(values, secret_paths=None):
-    return secret_strings(values, secret_paths or ())
+def gpu_operator_secret_strings(chart_values, secret_paths=None):
+    return values.secret_strings(chart_values, secret_paths or ())
 
 
 def gpu_operator_scrub(text, secrets):
-    return scrub(text, secrets)
+    return values.scrub(text, secrets)
 
 
 def gpu_operator_untolerated(nodes, tolerations, expect):
-    return untolerated_nodes(nodes, tolerations, expect)
+    return values.untolerated_nodes(nodes, tolerations, expect)
 
 
 class FilterModule(object):

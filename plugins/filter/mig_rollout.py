@@ -8,7 +8,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.mig.rollout import mig_rollout_plan, mig_rollout_read
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+rollout = module_utils("mig.rollout")
+
+
+def mig_rollout_plan(*args, **kwargs):
+    return rollout.mig_rollout_plan(*args, **kwargs)
+
+
+def mig_rollout_read(*args, **kwargs):
+    return rollout.mig_rollout_read(*args, **kwargs)
 
 
 class FilterModule(object):

@@ -9,8 +9,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+monitoring = module_utils("monitoring.objects")
 
 
 @domain_filter()

@@ -8,8 +8,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.nccl import parse
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+nccl = module_utils("workload.nccl")
 
 
 @domain_filter()
@@ -18,7 +20,7 @@ def nccl_results(text):
     if not isinstance(text, str):
         raise DomainError("nccl_results: %r (%s) is not text: the filter takes the log of an nccl-tests run as one string, "
                           "for example the stdout of 'kubectl logs <launcher pod>'" % (text, type(text).__name__))
-    return parse(text)
+    return nccl.parse(text)
 
 
 class FilterModule(object):

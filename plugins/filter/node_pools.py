@@ -13,9 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import labels as node_labels
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node import pools
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter, problems
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+node_labels = module_utils("node.labels")
 
 
 @domain_filter()

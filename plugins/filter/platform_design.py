@@ -8,22 +8,24 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import report as design_report
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design import templates as design_templates
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.decision import decide
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.design.inputs import inventory_pools
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.plain import plain
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import domain_filter
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+decision = module_utils("design.decision")
+design_inputs = module_utils("design.inputs")
+design_report = module_utils("design.report")
+design_templates = module_utils("design.templates")
 
 
 @domain_filter("platform_design")
 def platform_design(pools, tenants=None, requirements=None, inventory=None, mig_parted_config=None):
-    return decide(pools, tenants=tenants, requirements=requirements, inventory=inventory,
-                  mig_parted_config=mig_parted_config)
+    return decision.decide(pools, tenants=tenants, requirements=requirements, inventory=inventory,
+                           mig_parted_config=mig_parted_config)
 
 
 def platform_inventory_pools(groups, hostvars=None, prefix="pool_"):
-    return inventory_pools(groups, hostvars, prefix)
+    return design_inputs.inventory_pools(groups, hostvars, prefix)
 
 
 def platform_design_report(design, departments=None, title="GPU platform"):

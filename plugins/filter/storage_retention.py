@@ -9,7 +9,9 @@ __metaclass__ = type
 
 import datetime
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.tenants import storage_retention
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+storage_retention = module_utils("tenants.storage_retention")
 
 
 def expired_claims(claims, pods=None, now=None):

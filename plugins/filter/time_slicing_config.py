@@ -8,17 +8,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import DomainError
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.sharing.time_slicing import (
-    check_trust,
-    node_view,
-    pending,
-    render,
-)
 from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.filter_errors import (
     domain_errors,
     domain_filter,
     problems,
 )
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+time_slicing = module_utils("sharing.time_slicing")
 
 
 @domain_errors()
@@ -26,14 +23,14 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
                         allow_mixed_trust=False, gpu_nodes=None, check_only=False, mig_strategy=None):
     """The rendered configs; with check_only, the list of input errors instead (empty when fine)."""
     def rendered(spec, nodes, mixed_trust_values, gpu_nodes):
-        out = render(spec)
+        out = time_slicing.render(spec)
         if nodes is not None:
-            out.update(check_trust(out, nodes, trust_label, mixed_trust_values or ["mixed"],
-                                   allow_mixed_trust, gpu_nodes or (), mig_strategy))
+            out.update(time_slicing.check_trust(out, nodes, trust_label, mixed_trust_values or ["mixed"],
+                                                allow_mixed_trust, gpu_nodes or (), mig_strategy))
         return out
     # only what the rules read of each Node is made plain data (a registered Node list is large)
     try:
-        view = None if nodes is None else node_view(nodes, trust_label)
+        view = None if nodes is None else time_slicing.node_view(nodes, trust_label)
     except DomainError as exc:
         if check_only:
             return [exc.msg]
@@ -44,13 +41,13 @@ def time_slicing_config(spec, nodes=None, trust_label="gpu.skaffon.io/trust", mi
 
 @domain_errors("time_slicing_pending")
 def time_slicing_pending(rendered, nodes, gpu_nodes=None):
-    return _pending(rendered, node_view(nodes), gpu_nodes)
+    return _pending(rendered, time_slicing.node_view(nodes), gpu_nodes)
 
 
 @domain_filter("time_slicing_pending")
 def _pending(rendered, nodes, gpu_nodes=None):
     try:
-        return pending(rendered, nodes or [], gpu_nodes or ())
+        return time_slicing.pending(rendered, nodes or [], gpu_nodes or ())
     except (KeyError, TypeError, ValueError) as exc:   # not the output of time_slicing_config
         raise DomainError(str(exc))
 

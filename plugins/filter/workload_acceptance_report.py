@@ -8,15 +8,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.workload.report import junit, markdown
+from ansible_collections.skaffon.gpu_platform.plugins.plugin_utils.lazy_import import module_utils
+
+report = module_utils("workload.report")
 
 
 def workload_acceptance_markdown(results, meta=None):
-    return markdown(results, meta or {})
+    return report.markdown(results, meta or {})
 
 
 def workload_acceptance_junit(results, meta=None):
-    return junit(results, meta or {})
+    return report.junit(results, meta or {})
 
 
 class FilterModule(object):
