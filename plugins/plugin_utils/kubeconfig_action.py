@@ -19,7 +19,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible_collections.kubernetes.core.plugins.action.k8s_info import ActionModule as K8sActionModule
-from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kube import (
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kubeconfig import (
     PATH_SEPARATOR,
     missing_kubeconfig,
     undecryptable_kubeconfig,

@@ -23,6 +23,13 @@ import ssl
 import time
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.errors import STATUS_HINTS, ApiError, ClientError
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.kubeconfig import (
+    PATH_SEPARATOR,
+    SET_CONTEXT,
+    SET_CREDENTIALS,
+    SET_KUBECONFIG,
+    short,
+)
 
 try:
     from kubernetes.dynamic import DynamicClient
@@ -82,24 +89,14 @@ def _transport(exc, verb):
         return ("connection refused",
                 "is the API server running, and does the kubeconfig (server, context) point at it?")
     if "Timeout" in text or "timed out" in text:
-        message, hint = "no answer in time (%s)" % _short(text), "the API server is overloaded or unreachable"
+        message, hint = "no answer in time (%s)" % short(text), "the API server is overloaded or unreachable"
     elif "Name or service not known" in text or "nodename nor servname" in text or "resolve" in text:
-        return "%s" % _short(text), "the API server's host name does not resolve: check the kubeconfig"
+        return "%s" % short(text), "the API server's host name does not resolve: check the kubeconfig"
     else:
-        message, hint = "connection lost (%s)" % _short(text), "the API server closed the connection (restarting?)"
+        message, hint = "connection lost (%s)" % short(text), "the API server closed the connection (restarting?)"
     if verb not in READ_VERBS:
         hint += "; the change may have been applied before the connection was lost: re-run the task, it reads first"
     return message, hint
-
-
-def _short(text):
-    text = " ".join(str(text).split())
-    # drop urllib3's object reprs: "<urllib3.connection.HTTPConnection object at 0x..>: "
-    while "<" in text and ">: " in text:
-        start = text.index("<")
-        end = text.index(">: ", start) + 3
-        text = text[:start] + text[end:]
-    return text[:300]
 
 
 def plural(kind):
@@ -360,12 +357,6 @@ class Kube(object):
 # (discovery); either step raises whatever the library raised (a urllib3 repr, a YAML
 # mark object). connect() turns them into one ClientError naming what was tried.
 
-SET_KUBECONFIG = "the module option kubeconfig, which the roles fill from gpu_platform_kubeconfig or <role>_kubeconfig"
-SET_CONTEXT = "the module option context, which the roles fill from gpu_platform_context or <role>_context"
-SET_CREDENTIALS = ("the module options kubeconfig / context, which the roles fill from gpu_platform_kubeconfig / "
-                   "gpu_platform_context or <role>_kubeconfig / <role>_context")
-PATH_SEPARATOR = ";" if os.name == "nt" else ":"   # kubernetes' ENV_KUBECONFIG_PATH_SEPARATOR
-
 
 class Credentials(object):
     """Which kubeconfig, context and server a client is made from (read as kubernetes' loader does:
@@ -498,20 +489,6 @@ def _pool_url(exc):
     return None
 
 
-def missing_kubeconfig(path):
-    """The action plugins' error for a kubeconfig found nowhere on the controller (the module's own words)."""
-    return ClientError("the kubeconfig file does not exist (looked for on the controller; a relative path also "
-                       "in the role's and the play's files/)",
-                       "fix: set %s, to the cluster's kubeconfig file" % SET_KUBECONFIG, kubeconfig=path,
-                       stage="load")
-
-
-def undecryptable_kubeconfig(path, why):
-    return ClientError("the kubeconfig file cannot be decrypted: %s" % _short(why),
-                       "a vault-encrypted kubeconfig needs the vault password: --ask-vault-pass, "
-                       "--vault-password-file or ANSIBLE_VAULT_PASSWORD_FILE", kubeconfig=path, stage="load")
-
-
 def load_failure(creds, exc):
     """ClientError for a kubeconfig kubernetes' loader refused: the file, then the context."""
     files = creds.kubeconfig
@@ -545,7 +522,7 @@ def load_failure(creds, exc):
         return creds.error("context %s names cluster %s, which the kubeconfig does not define"
                            % (creds.context_name, cluster),
                            "fix the kubeconfig, or set %s" % SET_CREDENTIALS, "load")
-    text = _short(exc).replace("Could not create API client: ", "")
+    text = short(exc).replace("Could not create API client: ", "")
     return creds.error("the kubeconfig was refused: %s" % text, "fix the kubeconfig, or set %s" % SET_CREDENTIALS,
                        "load")
 
@@ -566,7 +543,7 @@ def connect_failure(creds, exc):
     causes = _causes(exc)
     verify = [c for c in causes if isinstance(c, ssl.SSLCertVerificationError)]
     if verify:
-        why = getattr(verify[0], "verify_message", None) or _short(verify[0])
+        why = getattr(verify[0], "verify_message", None) or short(verify[0])
         return creds.error("TLS certificate verification failed: %s" % why,
                            "the server's certificate is not signed by the CA the kubeconfig trusts: set the "
                            "certificate-authority(-data) of cluster %s to the cluster's CA (or the module's "
@@ -574,7 +551,7 @@ def connect_failure(creds, exc):
                            "connect", url)
     tls = [c for c in causes if isinstance(c, ssl.SSLError)]
     if tls:
-        reason = getattr(tls[0], "reason", None) or _short(tls[0])
+        reason = getattr(tls[0], "reason", None) or short(tls[0])
         return creds.error("TLS handshake failed (%s)" % reason,
                            "does the server speak HTTPS on that port? A plain HTTP server needs an http:// "
                            "server in the kubeconfig; or set %s" % SET_CREDENTIALS, "connect", url)
@@ -592,7 +569,7 @@ def connect_failure(creds, exc):
         return creds.error("no answer in time", "is the server reachable from here (firewall, VPN, proxy)? "
                            "If it is the wrong server, set %s" % SET_CREDENTIALS, "connect", url)
     inner = [c for c in causes if not type(c).__name__ == "MaxRetryError"] or causes
-    return creds.error("%s" % _short("%s: %s" % (type(inner[-1]).__name__, inner[-1])),
+    return creds.error("%s" % short("%s: %s" % (type(inner[-1]).__name__, inner[-1])),
                        "check the server in the kubeconfig, or set %s" % SET_CREDENTIALS, "connect", url)
 
 
