@@ -66,7 +66,10 @@ def write_inventory(root, teams):
 
 
 def export(inv, out, **kw):
-    return run_playbook(PLAYBOOK, dict(os.environ), inventory=inv, extra_vars={"gitops_export_dir": str(out)}, **kw)
+    # as on a CI runner that only renders for Argo CD: no helm on the control host (not in PATH)
+    env = dict(os.environ, PATH=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                                if p and not os.path.exists(os.path.join(p, "helm"))))
+    return run_playbook(PLAYBOOK, env, inventory=inv, extra_vars={"gitops_export_dir": str(out)}, **kw)
 
 
 def test_export_is_deterministic_complete_and_prunes(tmp_path):
