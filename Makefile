@@ -24,16 +24,18 @@ venv: $(STAMP)
 
 # Two steps, so that `make demo` on a new machine installs only what it runs: the demo's packages
 # with helm/kubectl (downloaded at the same time), then the test tools on top for `make test`.
+# --no-compile: pip would byte-compile every file it installs (the ansible package alone ships some
+# hundred collections, 24 of the install's 35 s); Python compiles what is imported, when it is.
 $(DEMO_STAMP): requirements.txt tests/requirements-demo.txt scripts/install_k8s_tools.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
-	  $(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements-demo.txt; pip=$$?; \
+	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements-demo.txt; pip=$$?; \
 	  wait $$tools && [ $$pip -eq 0 ]
 	touch $@
 
 $(STAMP): $(DEMO_STAMP) tests/requirements.txt
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	$(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements.txt
 	touch $@
 
 build/collections: | $(DEMO_STAMP)
