@@ -1,5 +1,5 @@
-"""`ansible-playbook` as .venv/bin/ansible-playbook runs it, with one difference: the AnsiballZ
-payloads live as long as the test session instead of one run.
+"""`ansible-playbook` as .venv/bin/ansible-playbook runs it, with two differences: the AnsiballZ
+payloads live as long as the test session instead of one run, and carry their bytecode.
 
 ansible-playbook builds each module's payload (the module and its module_utils, zipped) once per
 run, in a cache under the run's private temporary directory, keyed by the module's name. The
@@ -7,18 +7,35 @@ suite starts ansible-playbook some 400 times and so rebuilt the same twenty payl
 times (about a tenth of the integration suite's CPU). Within one session neither the collection
 nor ansible-core changes, so a payload an earlier run built is the one this run would build. The
 test kit's plugin makes the cache directory when the session starts and removes it when it ends: a
-later session, which may run edited modules, never sees it. Everything else (options,
-configuration, output, exit code) is ansible-playbook's own.
+later session, which may run edited modules, never sees it.
+
+A module process imports its module_utils from the payload, a zip of sources: zipimport compiles
+every imported file on every run (ansible.module_utils.basic and its helpers, kubernetes.core's
+and our module_utils: a tenth of a module run's CPU) and cannot write a cache. The payloads this
+session builds get each source's bytecode beside it, as a checked hash-based pyc: zipimport uses it
+only while it matches the source next to it, and otherwise compiles as before. Everything else
+(options, configuration, output, exit code) is ansible-playbook's own.
 
     python tests/kit/ansible_playbook.py <session cache directory> <ansible-playbook arguments>
 """
+import base64
+import dataclasses
+import importlib.util
+import io
+import marshal
 import os
 import sys
+import zipfile
 
-del sys.path[0]     # this script's directory, the test kit: nothing ansible-playbook should import
+if __name__ == "__main__":
+    del sys.path[0]     # this script's directory, the test kit: nothing ansible-playbook should import
 
 from ansible.cli.playbook import main  # noqa: E402
 from ansible import constants as C  # noqa: E402
+from ansible.executor import module_common  # noqa: E402
+
+CHECKED_HASH_PYC = (0b11).to_bytes(4, "little")    # PEP 552: hash-based, checked against the source
+PAYLOAD_PREFIX = "<ansiballz payload>/"   # a traceback's file names; keeps ansible's /ansible_collections/ match
 
 
 def share_payload_cache(session_cache):
@@ -26,6 +43,34 @@ def share_payload_cache(session_cache):
     os.symlink(session_cache, os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache"))
 
 
+def with_bytecode(zip_data):
+    """The base64 payload `zip_data` with a .pyc beside each .py (where zipimport looks first)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data))) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            source = src.read(info)
+            dst.writestr(info, source)
+            if info.filename.endswith(".py"):
+                # named as in the payload; at run time the payload is a random temporary path
+                code = compile(source, PAYLOAD_PREFIX + info.filename, "exec", dont_inherit=True)
+                pyc = zipfile.ZipInfo(info.filename + "c", info.date_time)
+                pyc.compress_type = info.compress_type
+                dst.writestr(pyc, importlib.util.MAGIC_NUMBER + CHECKED_HASH_PYC +
+                             importlib.util.source_hash(source) + marshal.dumps(code))
+    return base64.b64encode(out.getvalue())
+
+
+def cache_bytecode():
+    dump = module_common._CachedModule.dump
+
+    def dump_with_bytecode(self, path):
+        # what this run builds it uses as built; the runs after it load the cached file
+        dump(dataclasses.replace(self, zip_data=with_bytecode(self.zip_data)), path)
+
+    module_common._CachedModule.dump = dump_with_bytecode
+
+
 if __name__ == "__main__":
     share_payload_cache(sys.argv.pop(1))
+    cache_bytecode()
     sys.exit(main())

@@ -1,10 +1,15 @@
-"""The test kit's own promises: `needs_shared` tests are skipped without ../shared, and a chart is
-rendered once per chart, values and helm binary in a session, each caller getting its own copy."""
+"""The test kit's own promises: `needs_shared` tests are skipped without ../shared, a chart is
+rendered once per chart, values and helm binary in a session, each caller getting its own copy, and
+the module payloads' bytecode runs only while it matches the source beside it."""
+import base64
+import io
 import subprocess
+import zipfile
+import zipimport
 
 import pytest
 
-from kit import charts, paths, plugin
+from kit import ansible_playbook, charts, paths, plugin
 
 
 class Item:
@@ -65,3 +70,44 @@ def test_a_chart_is_rendered_once_per_values_and_helm_major(monkeypatch, tmp_pat
 def test_a_missing_chart_skips():
     with pytest.raises(pytest.skip.Exception):
         charts.render("/nonexistent/chart.tgz")
+
+
+def _payload(files):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return base64.b64encode(out.getvalue())
+
+
+def _write(tmp_path, zip_data):
+    path = tmp_path / "payload.zip"
+    path.write_bytes(base64.b64decode(zip_data))
+    return str(path)
+
+
+def test_payload_bytecode_is_what_zipimport_runs(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/mod.py": "VALUE = 6 * 7\n"}
+    archive = _write(tmp_path, ansible_playbook.with_bytecode(_payload(files)))
+    with zipfile.ZipFile(archive) as zf:
+        assert sorted(zf.namelist()) == ["pkg/__init__.py", "pkg/__init__.pyc", "pkg/mod.py", "pkg/mod.pyc"]
+    importer = zipimport.zipimporter(archive + "/pkg/")
+    assert importer.get_filename("pkg.mod").endswith("pkg/mod.pyc")
+    code = importer.get_code("pkg.mod")
+    namespace = {}
+    exec(code, namespace)
+    assert namespace["VALUE"] == 42
+    assert code.co_filename == ansible_playbook.PAYLOAD_PREFIX + "pkg/mod.py"
+
+
+def test_payload_bytecode_of_another_source_is_not_run(tmp_path):
+    stale = ansible_playbook.with_bytecode(_payload({"mod.py": "VALUE = 1\n"}))
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(stale))) as zf:
+        pyc = zf.read("mod.pyc")
+    archive = tmp_path / "payload.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("mod.py", "VALUE = 2\n")
+        zf.writestr("mod.pyc", pyc)
+    namespace = {}
+    exec(zipimport.zipimporter(str(archive)).get_code("mod"), namespace)
+    assert namespace["VALUE"] == 2
