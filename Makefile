@@ -8,6 +8,9 @@ VENV   ?= $(CURDIR)/.venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
+COMPILE    = $(BIN)/python -m compileall -q -j0 -x '/ansible_collections/' \
+	       "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null \
+	       || echo "note: compileall could not compile some installed files; Python compiles them when imported"
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
@@ -24,18 +27,24 @@ venv: $(STAMP)
 
 # Two steps, so that `make demo` on a new machine installs only what it runs: the demo's packages
 # with helm/kubectl (downloaded at the same time), then the test tools on top for `make test`.
-# --no-compile: pip would byte-compile every file it installs (the ansible package alone ships some
-# hundred collections, 24 of the install's 35 s); Python compiles what is imported, when it is.
+# pip would byte-compile every file it installs, most of them in the ansible package's hundred
+# collections, which ansible's collection loader compiles from source anyway (24 of the install's
+# 35 s). So pip installs without, and compileall compiles the rest: it has to be done at install,
+# as a Python run with PYTHONDONTWRITEBYTECODE (set where this was measured) writes no bytecode: each
+# module process would compile the kubernetes client again. A file it cannot compile is not fatal
+# (pip's own compile step ignores those too).
 $(DEMO_STAMP): requirements.txt tests/requirements-demo.txt scripts/install_k8s_tools.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
 	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements-demo.txt; pip=$$?; \
 	  wait $$tools && [ $$pip -eq 0 ]
+	$(COMPILE)
 	touch $@
 
 $(STAMP): $(DEMO_STAMP) tests/requirements.txt
 	$(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements.txt
+	$(COMPILE)
 	touch $@
 
 build/collections: | $(DEMO_STAMP)
