@@ -81,7 +81,11 @@ def test_a_cluster_rebuilt_at_the_same_address_without_resource_v1_is_refused(tm
     """kubernetes.core keeps its discovery cache in a file per server address, which outlives a cluster:
     one rebuilt there on Kubernetes 1.33 still "serves" DeviceClass to a kubernetes.core.k8s_info. The
     cluster before served every kind the role reads before the check (one missing from the cache would
-    refresh it), as a DRA site there did: the ClusterPolicy and, from the chart, the GPUCluster CRD."""
+    refresh it), as a DRA site there did: the ClusterPolicy and, from the chart, the GPUCluster CRD.
+    The cache lives in the runs' own TMPDIR: in /tmp it is shared with every test whose cluster got the
+    same port before (ports are reused across the session), which a test on another worker may rewrite."""
+    cache_dir = tmp_path / "tmp"
+    cache_dir.mkdir()
     read = str(tmp_path / "read.yml")
     with open(read, "w") as fh:
         fh.write("- hosts: localhost\n  gather_facts: false\n" + CLUSTER_DEFAULTS + "  tasks:\n" + "".join(
@@ -90,6 +94,7 @@ def test_a_cluster_rebuilt_at_the_same_address_without_resource_v1_is_refused(tm
                               ("resource.k8s.io/v1", "DeviceClass"))))
     archive = package_chart(tmp_path_factory)
     before = start_cluster(tmp_path_factory, "dra-before-rebuild", NODES)
+    before.env["TMPDIR"] = str(cache_dir)
     try:
         crd = [d for d in by_kind(render(archive, args=("--include-crds",)), "CustomResourceDefinition")
                if d["metadata"]["name"] == "gpuclusters.nvidia.com"]
@@ -100,6 +105,7 @@ def test_a_cluster_rebuilt_at_the_same_address_without_resource_v1_is_refused(tm
     finally:
         before.stop()
     rebuilt = start_cluster(tmp_path_factory, "dra-rebuilt", NODES, port=port, kubernetes_version="v1.33.4")
+    rebuilt.env["TMPDIR"] = str(cache_dir)
     try:
         stale = run_playbook(read, rebuilt.env)
         assert stale.rc == 0 and stale.task_results("read DeviceClass")[0]["api_found"] is True, \
