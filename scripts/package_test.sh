@@ -32,6 +32,16 @@ test -f "$installed/MANIFEST.json"
 # One ansible-doc per plugin type and one syntax check for every playbook (each start of ansible
 # costs half a CPU-second; one per plugin made this the slowest short suite). ansible-doc only
 # warns about a plugin it cannot find, so its JSON is checked for a documentation of every name.
+document() {   # document TYPE NAME...: every NAME has a documentation in ansible-doc's JSON
+  ansible-doc --json -t "$1" "${@:2}" > "$work/doc-$1.json"
+  python - "$work/doc-$1.json" "${@:2}" <<'EOF'
+import json, sys
+docs = json.load(open(sys.argv[1]))
+missing = [name for name in sys.argv[2:] if not (docs.get(name) or {}).get("doc")]
+if missing:
+    sys.exit("FAIL: ansible-doc has no documentation for %s" % ", ".join(missing))
+EOF
+}
 modules=() filters=()
 for f in "$installed"/plugins/modules/*.py; do
   if [ -e "$f" ]; then modules+=("skaffon.gpu_platform.$(basename "$f" .py)"); fi
@@ -39,20 +49,9 @@ done
 for f in "$installed"/plugins/filter/*.yml; do
   if [ -e "$f" ]; then filters+=("skaffon.gpu_platform.$(basename "$f" .yml)"); fi
 done
-count=0
-for type in module filter; do
-  if [ "$type" = module ]; then names=("${modules[@]}"); else names=("${filters[@]}"); fi
-  [ ${#names[@]} -gt 0 ] || continue
-  ansible-doc --json -t "$type" "${names[@]}" > "$work/doc-$type.json"
-  python - "$work/doc-$type.json" "${names[@]}" <<'EOF'
-import json, sys
-docs = json.load(open(sys.argv[1]))
-missing = [name for name in sys.argv[2:] if not (docs.get(name) or {}).get("doc")]
-if missing:
-    sys.exit("FAIL: ansible-doc has no documentation for %s" % ", ".join(missing))
-EOF
-  count=$((count + ${#names[@]}))
-done
+if [ ${#modules[@]} -gt 0 ]; then document module "${modules[@]}"; fi
+if [ ${#filters[@]} -gt 0 ]; then document filter "${filters[@]}"; fi
+count=$(( ${#modules[@]} + ${#filters[@]} ))
 echo "ansible-doc: $count plugins documented"
 
 playbooks=()

@@ -11,7 +11,7 @@ later session, which may run edited modules, never sees it.
 
 A module process imports its module_utils from the payload, a zip of sources: zipimport compiles
 every imported file on every run (ansible.module_utils.basic and its helpers, kubernetes.core's
-and our module_utils: a tenth of a module run's CPU) and cannot write a cache. The payloads this
+and our module_utils: a sixth of a Kubernetes module run's CPU) and cannot write a cache. The payloads this
 session builds get each source's bytecode beside it, as a checked hash-based pyc: zipimport uses it
 only while it matches the source next to it, and otherwise compiles as before. Everything else
 (options, configuration, output, exit code) is ansible-playbook's own.
