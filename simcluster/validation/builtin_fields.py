@@ -1,17 +1,22 @@
 """Unknown-field detection for built-in kinds (the server's strict decoding).
 
 Uses the Kubernetes 1.35 OpenAPI definitions shipped by the kubernetes-validate
-package (loaded once, lazily; about 50 ms). A real server decodes built-ins
+package (loaded once, lazily; about 50 ms), read as files from <venv>/simcluster-lib
+(simcluster/requirements.txt says why there) or wherever the package is importable;
+the package itself is never imported here. A real server decodes built-ins
 into Go structs: unknown fields are dropped, reported as warnings
 (fieldValidation=Warn, the default) or refused with 400 (Strict). Without the
 package this check is skipped (documented in docs/simcluster-fidelity.md).
 """
 
+import importlib.util
 import json
 import os
+import sys
 import threading
 
 SCHEMA_DIR = "v1.35.0-local-strict"
+KUBERNETES_VALIDATE_LIB = os.path.join(sys.prefix, "simcluster-lib")
 _LOCK = threading.Lock()
 _STATE = {"loaded": False, "defs": None, "by_gvk": {}}
 
@@ -21,12 +26,10 @@ def _load():
         if _STATE["loaded"]:
             return _STATE["defs"]
         _STATE["loaded"] = True
-        try:
-            import kubernetes_validate
-        except ImportError:
+        package = _package_dir()
+        if package is None:
             return None
-        path = os.path.join(os.path.dirname(kubernetes_validate.__file__),
-                            "kubernetes-json-schema", SCHEMA_DIR, "_definitions.json")
+        path = os.path.join(package, "kubernetes-json-schema", SCHEMA_DIR, "_definitions.json")
         if not os.path.exists(path):
             return None
         with open(path) as fh:
@@ -37,6 +40,14 @@ def _load():
                 by_gvk[(gvk.get("group", ""), gvk.get("version"), gvk.get("kind"))] = name
         _STATE["defs"], _STATE["by_gvk"] = defs, by_gvk
         return defs
+
+
+def _package_dir():
+    lib = os.path.join(KUBERNETES_VALIDATE_LIB, "kubernetes_validate")
+    if os.path.isdir(lib):
+        return lib
+    spec = importlib.util.find_spec("kubernetes_validate")
+    return os.path.dirname(spec.origin) if spec and spec.origin else None
 
 
 def available():

@@ -7,7 +7,10 @@
 - the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
 - tests marked `needs_shared` are skipped when ../shared is absent;
 - the slowest test files are collected first (see SLOWEST_FIRST);
-- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py).
+- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py);
+- kubernetes-validate importable by the tests that validate with it, from the directory the
+  Makefile installs it to (simcluster/requirements.txt): the test processes' sys.path only, never
+  the module processes' (they would import it with the Kubernetes client).
 """
 import os
 import shutil
@@ -18,6 +21,7 @@ import pytest
 
 from kit import paths
 from kit.playbook import ANSIBALLZ_CACHE_ENV
+from simcluster.validation.builtin_fields import KUBERNETES_VALIDATE_LIB
 
 pytest_plugins = ["simcluster.pytest_plugin"]
 
@@ -36,6 +40,8 @@ _link_collection()
 if paths.COLLECTIONS not in sys.path:
     sys.path.insert(0, paths.COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", paths.COLLECTIONS)
+if os.path.isdir(KUBERNETES_VALIDATE_LIB) and KUBERNETES_VALIDATE_LIB not in sys.path:
+    sys.path.append(KUBERNETES_VALIDATE_LIB)
 
 SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not found at %s" % paths.SHARED
 
