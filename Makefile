@@ -41,7 +41,7 @@ $(DEMO_STAMP): requirements.txt tests/requirements-demo.txt simcluster/requireme
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
 	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements-demo.txt && \
-	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check --no-deps --upgrade \
+	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check --upgrade \
 	    --target $(VENV)/simcluster-lib -r simcluster/requirements.txt; pip=$$?; \
 	  wait $$tools && [ $$pip -eq 0 ]
 	$(COMPILE)
