@@ -31,6 +31,10 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, ".venv", "bin")
+# The tests run the demo with their own ansible-playbook command line (a JSON list): the venv's
+# ansible-playbook with the test session's module payload cache (tests/kit/ansible_playbook.py).
+ANSIBLE_PLAYBOOK = (json.loads(os.environ["DEMO_ANSIBLE_PLAYBOOK"]) if os.environ.get("DEMO_ANSIBLE_PLAYBOOK")
+                    else [os.path.join(BIN, "ansible-playbook")])
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 FIXTURES = os.path.join(SHARED, "fixtures", "nvidia-smi")
 CLUSTER_FILE = os.path.join(REPO, "tests", "clusters", "example.yaml")
@@ -197,7 +201,7 @@ def workload_acceptance(inventory, env, report, prometheus_url=None):
     extra = ["-e", "workload_acceptance_report_dir=%s" % report]
     if prometheus_url:
         extra += ["-e", "workload_acceptance_prometheus_url=%s" % prometheus_url]
-    rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+    rc = subprocess.call([*ANSIBLE_PLAYBOOK, *inventory,
                           os.path.join(REPO, "playbooks", "workload_acceptance.yml"), *extra], cwd=REPO, env=env)
     path = os.path.join(report, "workload-acceptance.md")
     if os.path.exists(path):
@@ -247,7 +251,7 @@ def main():
         for title, playbook, extra in steps:
             print("\ndemo: === %s (playbooks/%s) ===" % (title, playbook), flush=True)
             step = time.monotonic()
-            rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+            rc = subprocess.call([*ANSIBLE_PLAYBOOK, *inventory,
                                   os.path.join(REPO, "playbooks", playbook), *extra, *sys.argv[1:]],
                                  cwd=REPO, env=env)
             if rc:
@@ -257,7 +261,7 @@ def main():
             for title, args in (("site.yml in check mode", ["--check", "--diff"]), ("site.yml again", [])):
                 print("\ndemo: === %s ===" % title, flush=True)
                 # the inventory now pins the version the rehearsal upgraded to
-                out = subprocess.run([os.path.join(BIN, "ansible-playbook"), *inventory,
+                out = subprocess.run([*ANSIBLE_PLAYBOOK, *inventory,
                                       os.path.join(REPO, "playbooks", "site.yml"), *upgrade, *args], cwd=REPO, env=env,
                                      capture_output=True, text=True)
                 changed = sum(int(n) for n in re.findall(r"\schanged=(\d+)", out.stdout.split("PLAY RECAP")[-1]))
@@ -273,7 +277,7 @@ def main():
                     fail("%s failed" % title)
             # the hand-over checks in check mode: what needs no test pod, nothing written
             print("\ndemo: === verify.yml in check mode ===", flush=True)
-            out = subprocess.run([os.path.join(BIN, "ansible-playbook"), *inventory,
+            out = subprocess.run([*ANSIBLE_PLAYBOOK, *inventory,
                                   os.path.join(REPO, "playbooks", "verify.yml"), "--check",
                                   "-e", "acceptance_report_dir=%s" % report], cwd=REPO, env=env,
                                  capture_output=True, text=True)
@@ -287,7 +291,7 @@ def main():
         extra = ["-e", "acceptance_report_dir=%s" % report]
         if prom is not None:
             extra += ["-e", "acceptance_prometheus_url=%s" % prom.url]
-        rc = subprocess.call([os.path.join(BIN, "ansible-playbook"), *inventory,
+        rc = subprocess.call([*ANSIBLE_PLAYBOOK, *inventory,
                               os.path.join(REPO, "playbooks", "verify.yml"), *extra], cwd=REPO, env=env)
         protocol = os.path.join(report, "acceptance.md")
         if os.path.exists(protocol):
