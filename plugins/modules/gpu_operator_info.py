@@ -17,6 +17,8 @@ description:
     (one LIST), the operator Namespace (one GET), the ClusterPolicies (C(nvidia.com/v1)) and the GPUClusters
     (C(nvidia.com/v1alpha1), the DRA stack) (one LIST each) - in one module run instead of a
     M(kubernetes.core.k8s_info) task per kind.
+  - With O(time_slicing_configmap), also the time-slicing ConfigMap and the device plugin DaemonSet of the
+    operator namespace (one GET each), which the time-slicing steps decide on.
   - A kind the API server does not serve (its CRD is not installed) reads as no objects.
   - Read-only.
 extends_documentation_fragment:
@@ -39,6 +41,11 @@ options:
     description: Namespace of the NVIDIA GPU Operator (a DNS-1123 label).
     type: str
     default: gpu-operator
+  time_slicing_configmap:
+    description:
+      - Name of the device plugin's time-slicing ConfigMap in O(operator_namespace); given, RV(time_slicing_configmap)
+        and RV(device_plugin_daemonset) are read too.
+    type: str
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -75,6 +82,14 @@ gpu_clusters:
   returned: success
   type: list
   elements: dict
+time_slicing_configmap:
+  description: The ConfigMap O(time_slicing_configmap) names, C(null) when it does not exist.
+  returned: when O(time_slicing_configmap) is given
+  type: dict
+device_plugin_daemonset:
+  description: The GPU Operator's device plugin DaemonSet (C(nvidia-device-plugin-daemonset)), C(null) when it does not exist.
+  returned: when O(time_slicing_configmap) is given
+  type: dict
 """
 
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.module_base import GpuPlatformModule
@@ -82,9 +97,11 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.gpu_operator.
 
 
 def main():
-    module = GpuPlatformModule(argument_spec=dict(operator_namespace=dict(type="str", default="gpu-operator")),
+    module = GpuPlatformModule(argument_spec=dict(operator_namespace=dict(type="str", default="gpu-operator"),
+                                                  time_slicing_configmap=dict(type="str")),
                                supports_check_mode=True)
-    module.execute(lambda m: dict(changed=False, **read(m.kube, m.params["operator_namespace"])))
+    module.execute(lambda m: dict(changed=False, **read(m.kube, m.params["operator_namespace"],
+                                                        m.params["time_slicing_configmap"])))
 
 
 if __name__ == "__main__":

@@ -117,6 +117,11 @@ def dns_label_error(variable, value):
     return _error(variable, value, dns_label_problem(value))
 
 
+def dns_subdomain_error(variable, value):
+    """`variable = value: why and fix`, or None when `value` is a DNS-1123 subdomain (a ConfigMap name, ...)."""
+    return _error(variable, value, dns_subdomain_problem(value))
+
+
 def label_key_error(variable, value):
     return _error(variable, value, label_key_problem(value))
 

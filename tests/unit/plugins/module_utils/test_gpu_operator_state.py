@@ -41,3 +41,33 @@ def test_a_bad_namespace_is_refused_before_any_call():
     with pytest.raises(ValidationError, match="operator_namespace = 'GPU_Operator'"):
         read(kube, "GPU_Operator")
     assert kube.calls == []
+
+
+def test_with_time_slicing_the_configmap_and_the_device_plugin_daemonset_are_read_too():
+    kube = FakeKube([_obj("Node", "gpu-a"), _obj("Namespace", "gpu-operator"),
+                     _obj("ConfigMap", "time-slicing-config", "gpu-operator"),
+                     _obj("ConfigMap", "time-slicing-config", "default"),
+                     _obj("DaemonSet", "nvidia-device-plugin-daemonset", "gpu-operator")])
+    state = read(kube, "gpu-operator", "time-slicing-config")
+    assert state["time_slicing_configmap"]["metadata"] == {"name": "time-slicing-config", "namespace": "gpu-operator"}
+    assert state["device_plugin_daemonset"]["metadata"]["name"] == "nvidia-device-plugin-daemonset"
+    gets = sorted((c.kind, c.name, c.namespace) for c in kube.calls if c.verb == "GET")
+    assert gets == [("ConfigMap", "time-slicing-config", "gpu-operator"),
+                    ("DaemonSet", "nvidia-device-plugin-daemonset", "gpu-operator"),
+                    ("Namespace", "gpu-operator", None)]
+    # without time-slicing neither is read
+    assert "time_slicing_configmap" not in read(FakeKube([_obj("Namespace", "gpu-operator")]), "gpu-operator")
+
+
+def test_before_the_first_install_nothing_is_read_in_the_missing_namespace():
+    kube = FakeKube([_obj("Node", "gpu-a")])
+    state = read(kube, "gpu-operator", "time-slicing-config")
+    assert state["time_slicing_configmap"] is None and state["device_plugin_daemonset"] is None
+    assert [c.kind for c in kube.calls if c.verb == "GET"] == ["Namespace"]
+
+
+def test_a_bad_configmap_name_is_refused_before_any_call():
+    kube = FakeKube()
+    with pytest.raises(ValidationError, match="time_slicing_configmap = 'Time_Slicing': not a DNS-1123 subdomain"):
+        read(kube, "gpu-operator", "Time_Slicing")
+    assert kube.calls == []
