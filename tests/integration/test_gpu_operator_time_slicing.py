@@ -96,8 +96,12 @@ def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster)
     # compared with the Nodes the role's checks read
     reads = stats["by_resource"]
     assert (reads["daemonsets.apps"], reads["configmaps"], reads["namespaces"]) == ({"get": 1},) * 3, reads
-    # the Nodes: the role's checks, the ClusterPolicy wait (GPU nodes offering GPUs), the replica check
-    assert reads["nodes"] == {"list": 3}, reads
+    # the Nodes: the role's checks and the ClusterPolicy wait (GPU nodes offering GPUs); the replica check
+    # uses the checks' read, which already shows every replica, as the run wrote nothing
+    assert reads["nodes"] == {"list": 2}, reads
+    assert again.task_results("Read the nodes until they advertise the configured replicas")[0].get("skipped")
+    checked = again.task_results("Check the advertised time-slicing replicas")[0]
+    assert checked["msg"] == "Every time-sliced node advertises its configured replicas", checked
     before = dp_restarted_at(sim)
 
     # Edit the content only: without a restart the plugin would keep advertising 4 replicas.
@@ -105,6 +109,9 @@ def test_per_node_config_then_content_change_restarts_the_device_plugin(cluster)
     changed = play(sim, ts_vars(sim, archive, plan, ts))
     assert changed.rc == 0, changed
     assert changed.task_results("Restart the device plugin DaemonSet")[0]["changed"] is True
+    # after the restart the replica check reads the Nodes again, until they advertise the new replicas
+    reread = changed.task_results("Read the nodes until they advertise the configured replicas")[0]
+    assert not reread.get("skipped") and reread["attempts"] >= 1, reread
     assert dp_restarted_at(sim) and dp_restarted_at(sim) != before
     a = node(sim, "gpu-a")
     assert a["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "8"
