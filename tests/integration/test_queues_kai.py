@@ -62,6 +62,22 @@ def test_install_renders_queues_and_reruns_unchanged(installed):
     again = play(sim, inv, queues_helm_binary=os.path.join(BIN, helm))
     assert again.rc == 0, again
     assert again.changed() == 0, again.data
+    # the release is read (helm list, helm get values) and found as the inventory wants it: Helm is not
+    # run, and so does not warn "Install helm diff" on every re-run
+    chart_task = "Install or upgrade the backend chart kai-scheduler"
+    assert first.task_results(chart_task)[0]["changed"] is True
+    assert again.task_results(chart_task)[0].get("skipped"), again.task_results(chart_task)
+    assert not [w for t in again.data["plays"][0]["tasks"] for r in t["hosts"].values() for w in r.get("warnings", [])]
+
+
+@HELM3_AND_HELM4
+def test_a_values_change_runs_helm(installed, tmp_path):
+    sim, _inv, helm, _ = installed
+    inv = inventory(tmp_path, settings(queues_values={"global": {"nodeSelector": {"kubernetes.io/os": "linux"}}}))
+    res = play(sim, inv, check=True, queues_helm_binary=os.path.join(BIN, helm))
+    assert res.rc == 0, res
+    chart = res.task_results("Install or upgrade the backend chart kai-scheduler")[0]
+    assert not chart.get("skipped") and chart["changed"] is True, chart
 
 
 @HELM4
