@@ -3,6 +3,8 @@
 #   make demo   run the main job against the embedded simulated GPU cluster
 #   make test   sanity, lint, unit, integration and packaging tests
 
+# The venv's interpreter. The tests are CPU-bound: a CPython built with --enable-shared (pyenv's default)
+# runs them about 8 % slower than a statically linked one such as Debian's /usr/bin/python3 (docs/architecture.md).
 PYTHON ?= python3
 VENV   ?= $(CURDIR)/.venv
 BIN    := $(VENV)/bin
