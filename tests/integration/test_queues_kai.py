@@ -73,8 +73,9 @@ def test_install_renders_queues_and_reruns_unchanged(installed):
 @HELM3_AND_HELM4
 def test_a_values_change_runs_helm(installed, tmp_path):
     sim, _inv, helm, _ = installed
-    inv = inventory(tmp_path, settings(queues_values={"global": {"nodeSelector": {"kubernetes.io/os": "linux"}}}))
-    res = play(sim, inv, check=True, queues_helm_binary=os.path.join(BIN, helm))
+    inv = inventory(tmp_path, settings(queues_values={"global": {"nodeSelector": {"kubernetes.io/os": "linux"}}},
+                                       queues_helm_binary=os.path.join(BIN, helm)))
+    res = play(sim, inv, check=True)
     assert res.rc == 0, res
     chart = res.task_results("Install or upgrade the backend chart kai-scheduler")[0]
     assert not chart.get("skipped") and chart["changed"] is True, chart
