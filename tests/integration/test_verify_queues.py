@@ -83,7 +83,8 @@ def test_queue_checks_pass_with_kueue_and_a_cohort(site, tmp_path):
     res = run(sim, inv, "verify.yml", acceptance_report_dir=report,
               acceptance_checks=["quota-enforced", "queues-fair", "tenant-isolation"])
     results = {r["id"]: r for r in res.task_results("Run the hand-over checks")[0]["results"]}
-    assert res.rc == 0, (res, results)
+    assert res.rc == 0, "\n".join("%s %s: %s\n  %s" % (r["id"], r["status"], r["summary"], "\n  ".join(
+        r.get("evidence") or [])) for r in results.values() if r["status"] != "PASS") or repr(res)
     queues = results["queues-fair"]
     assert queues["status"] == "PASS", queues
     # the teams' pool is the flavor's node, not every GPU node (the L40S node's 4 do not count)
