@@ -3,6 +3,7 @@ import os
 import re
 
 import pytest
+import yaml
 
 from simcluster.twins.testkit import TwinCluster, deployment
 
@@ -25,17 +26,33 @@ def cluster_queue(name, nominal, cohort="research", **extra):
                          {"name": "h100", "resources": [res]}]}]}}
 
 
-def job(name, ns, pods, queue=None):
+def job(name, ns, pods, queue=None, requests=None):
     labels = {"kueue.x-k8s.io/queue-name": queue or ns}
+    resources = {"limits": {"nvidia.com/gpu": "1"}}
+    if requests:
+        resources["requests"] = dict(requests, **{"nvidia.com/gpu": "1"})
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"parallelism": pods, "completions": pods, "template": {
                 "metadata": {"annotations": {"simcluster.skaffon.io/behaviour": "run"}},
                 "spec": {"restartPolicy": "Never", "containers": [
-                    {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+                    {"name": "c", "image": "busybox", "resources": resources}]}}}}
+
+
+def manager_deployment(config=None):
+    """The manager as the chart runs it: --config=<file> from the ConfigMap kueue-manager-config."""
+    if config is None:
+        return deployment("kueue-controller-manager", "kueue-system", image="registry.k8s.io/kueue/kueue:v0.19.2")
+    dep = deployment("kueue-controller-manager", "kueue-system", image="registry.k8s.io/kueue/kueue:v0.19.2",
+                     volumes=[{"name": "manager-config", "configMap": {"name": "kueue-manager-config"}}])
+    dep["spec"]["template"]["spec"]["containers"][0].update({
+        "args": ["--config=/controller_manager_config.yaml", "--zap-log-level=2"],
+        "volumeMounts": [{"name": "manager-config", "mountPath": "/controller_manager_config.yaml",
+                          "subPath": "controller_manager_config.yaml"}]})
+    return dep
 
 
 class KueueCluster(TwinCluster):
-    def __init__(self, manager=True, **kw):
+    def __init__(self, manager=True, config=None, **kw):
         super().__init__(CLUSTER, **kw)
         for name in ("kueue-system", "team-a", "team-b"):
             self.namespace(name, {"kubernetes.io/metadata.name": name})
@@ -44,9 +61,13 @@ class KueueCluster(TwinCluster):
         node["status"]["capacity"]["nvidia.com/gpu"] = "8"
         self.store.update_status("nodes", node)
         self.label("gpu-1", POOL)
+        if config is not None:
+            self.store.create("configmaps", {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+                "data": {"controller_manager_config.yaml": yaml.safe_dump(config)}})
         if manager:
-            self.store.create("deployments.apps", deployment("kueue-controller-manager", "kueue-system",
-                                                             image="registry.k8s.io/kueue/kueue:v0.19.2"))
+            self.store.create("deployments.apps", manager_deployment(config))
             self.wait(lambda: (self.store.get("deployments.apps", "kueue-system", "kueue-controller-manager")
                                .get("status") or {}).get("readyReplicas"), what="kueue running")
         self.store.create("resourceflavors.kueue.x-k8s.io", {
@@ -275,3 +296,49 @@ def test_fair_sharing_preempts_whoever_came_first(kq):
                  if c["type"] == "Preempted" and c["status"] == "True"]
     assert [c["reason"] for c in preempted] == ["InCohortFairSharing"] * 2
     assert all(c["message"].endswith("due to Fair Sharing within the cohort") for c in preempted)
+
+
+# A pod asks for cpu and memory (a LimitRange gives every pod some), the ClusterQueues cover nvidia.com/gpu only.
+CPU = {"cpu": "100m", "memory": "64Mi"}
+
+
+def condition(wl, ctype):
+    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+@pytest.mark.parametrize("config", [None, {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}],
+                         ids=["no-config-file", "chart-default-config"])
+def test_a_request_no_resource_group_covers_blocks_the_workload(config):
+    # quota_check_strategy_test.go, BlockUndeclared (the default): an undeclared resource fits no flavor
+    with KueueCluster(config=config) as kq:
+        kq.store.create("jobs.batch", job("train", "team-a", 1, requests=CPU))
+        kq.wait(lambda: condition(kq.workload("team-a", "train") or {}, "QuotaReserved").get("status") == "False")
+        kq.settle()
+        wl = kq.workload("team-a", "train")
+        assert condition(wl, "QuotaReserved")["message"] == \
+            "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
+        assert "admission" not in wl["status"]
+        assert kq.store.get("jobs.batch", "team-a", "train")["spec"]["suspend"] is True
+        assert kq.handle.errors == []
+
+
+@pytest.mark.parametrize("resources", [{"quotaCheckStrategy": "IgnoreUndeclared"},
+                                       {"excludeResourcePrefixes": ["cpu", "memory"]}],
+                         ids=["IgnoreUndeclared", "excludeResourcePrefixes"])
+def test_undeclared_resources_ignored_then_reclaim_counts_only_the_covered_ones(resources):
+    # quota_check_strategy_test.go, IgnoreUndeclared: admitted, the undeclared resource not in resourceUsage;
+    # a queue within its nominal quota reclaims from a borrower with the same pods (preemption counts the
+    # covered resources only)
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "resources": resources}
+    with KueueCluster(config=config) as kq:
+        kq.store.create("jobs.batch", job("one", "team-a", 4, requests=CPU))
+        kq.wait(lambda: len(kq.running("team-a")) == 4, what="admitted with cpu and memory undeclared")
+        usage = kq.workload("team-a", "one")["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
+        assert usage == {"nvidia.com/gpu": "4"}
+        kq.store.create("jobs.batch", job("two", "team-a", 4, requests=CPU))
+        kq.wait(lambda: len(kq.running("team-a")) == 8, what="team-a borrows team-b's idle 4")
+        kq.store.create("jobs.batch", job("mine", "team-b", 4, requests=CPU))
+        kq.wait(lambda: len(kq.running("team-b")) == 4 and len(kq.running("team-a")) == 4, timeout=20,
+                what="team-b gets its 4 back")
+        assert condition(kq.workload("team-a", "two"), "Preempted")["reason"] == "InCohortReclamation"
+        assert kq.handle.errors == []

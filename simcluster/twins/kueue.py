@@ -20,9 +20,21 @@ Active only while the Deployment `kueue-controller-manager` has a ready pod
 - on admission the Job gets the flavor's nodeLabels (nodeSelector) and
   tolerations and is unsuspended; eviction suspends it again (its pods go).
 Lowering a quota evicts nothing: only a pending Workload ever preempts.
+
+The manager's Configuration is the file its Deployment mounts (the chart's
+ConfigMap `<release>-manager-config`), read when the manager starts (a new
+Deployment generation), as the real one reads it once at start:
+`resources.excludeResourcePrefixes` drops requests before anything counts them;
+`resources.quotaCheckStrategy` (the QuotaCheckStrategy gate is on in 0.19)
+BlockUndeclared, the default: a pod set asking a resource no resource group
+covers fits no flavor ("resource cpu unavailable in ClusterQueue") and preempts
+nothing; IgnoreUndeclared: only covered resources count, for admission and for
+the preemption that makes room.
 """
 
 import hashlib
+
+import yaml
 
 from ..errors import ApiError
 from ..validation.quantity import Quantity
@@ -36,6 +48,8 @@ LQS = "localqueues.kueue.x-k8s.io"
 FLAVORS = "resourceflavors.kueue.x-k8s.io"
 MANAGER = "kueue-controller-manager"
 API = "kueue.x-k8s.io/v1beta2"
+CONFIG_ARG = "--config="
+BLOCK_UNDECLARED, IGNORE_UNDECLARED = "BlockUndeclared", "IgnoreUndeclared"
 PREEMPTION_REASONS = {"InCohortReclamation": "reclamation within the cohort",
                       "InCohortFairSharing": "Fair Sharing within the cohort"}
 
@@ -165,12 +179,50 @@ class Quotas:
 class Kueue:
     def __init__(self, ctx):
         self.ctx = ctx
+        self._config_of = (None, {})     # (the manager Deployment's uid and generation, its Configuration)
 
     def active(self):
+        dep = self._manager()
+        if dep is None:
+            return False
+        self._read_configuration(dep)
+        return True
+
+    def _manager(self):
         for dep in self.ctx.list("deployments.apps"):
             if dep["metadata"]["name"] == MANAGER and ((dep.get("status") or {}).get("readyReplicas") or 0) >= 1:
-                return True
-        return False
+                return dep
+        return None
+
+    def _read_configuration(self, dep):
+        """The Configuration the manager started with: the --config file from the ConfigMap its pod mounts."""
+        key = (dep["metadata"].get("uid"), dep["metadata"].get("generation"))
+        if self._config_of[0] == key:
+            return
+        pod = ((dep.get("spec") or {}).get("template") or {}).get("spec") or {}
+        path = next((a[len(CONFIG_ARG):] for c in pod.get("containers") or []
+                     for a in (c.get("args") or []) if a.startswith(CONFIG_ARG)), None)
+        config = {}
+        for c in pod.get("containers") or []:
+            for mount in c.get("volumeMounts") or []:
+                if path is None or mount.get("mountPath") != path:
+                    continue
+                volume = next((v for v in pod.get("volumes") or [] if v.get("name") == mount.get("name")), {})
+                name = (volume.get("configMap") or {}).get("name")
+                cm = self.ctx.store.get("configmaps", dep["metadata"]["namespace"], name) if name else None
+                text = ((cm or {}).get("data") or {}).get(mount.get("subPath") or "")
+                try:
+                    config = yaml.safe_load(text or "") or {}
+                except yaml.YAMLError:
+                    config = {}
+        self._config_of = (key, config if isinstance(config, dict) else {})
+
+    @property
+    def _resources_config(self):
+        return self._config_of[1].get("resources") or {}
+
+    def _quota_check_strategy(self):
+        return self._resources_config.get("quotaCheckStrategy") or BLOCK_UNDECLARED
 
     def reconcile(self):
         jobs = [j for j in self.ctx.list("jobs.batch")
@@ -262,11 +314,23 @@ class Kueue:
         write_status(self.ctx.store, WORKLOADS, wl, status)
 
     # -- scheduler ------------------------------------------------------------------------------
-    @staticmethod
-    def _request(wl):
+    def _request(self, wl):
+        """The pod set's requests Kueue counts: zero amounts and excludeResourcePrefixes dropped."""
         ps = (wl["spec"].get("podSets") or [{}])[0]
         per = containers_requests((ps.get("template") or {}).get("spec") or {})
-        return {k: v * int(ps.get("count", 1)) for k, v in per.items() if v > 0}
+        excluded = tuple(self._resources_config.get("excludeResourcePrefixes") or ())
+        return {k: v * int(ps.get("count", 1)) for k, v in per.items() if v > 0 and not k.startswith(excluded)}
+
+    def _counted(self, cq, req):
+        """(the requests the ClusterQueue's quota counts, None) or (None, why it fits no flavor)."""
+        covered = {r for rg in cq["spec"].get("resourceGroups") or [] for r in rg.get("coveredResources") or []}
+        undeclared = sorted(r for r in req if r not in covered)
+        if not undeclared or not any(r in covered for r in req):
+            return req, None
+        if self._quota_check_strategy() == IGNORE_UNDECLARED:
+            return {r: v for r, v in req.items() if r in covered}, None
+        return None, "couldn't assign flavors to pod set main: resource %s unavailable in ClusterQueue" % (
+            undeclared[0])
 
     def _schedule(self, wls, jobs):
         cqs = {c["metadata"]["name"]: c for c in self.ctx.list(CQS)}
@@ -305,7 +369,10 @@ class Kueue:
             if not _selector_matches(cq["spec"].get("namespaceSelector"), nsobj.get("metadata", {}).get("labels") or {}):
                 self._pending(wl, "Inadmissible", "Workload namespace doesn't match ClusterQueue selector")
                 continue
-            req = self._request(wl)
+            req, why = self._counted(cq, self._request(wl))
+            if req is None:                  # no flavor fits: nothing to preempt for
+                self._pending(wl, "Pending", why)
+                continue
             sel = self._selector(wl)
             choice, why = self._fit(cq, quotas, req, flavors, sel)
             if choice is None and self._reclaim(cq, quotas, req, admitted, jobs, flavors, sel):
@@ -360,7 +427,7 @@ class Kueue:
                 return i
             first = next((f["name"] for rg in cq["spec"].get("resourceGroups") or [] for f in rg.get("flavors") or []),
                          None)
-            extra = {(first, r): v for r, v in self._request(wl).items()}
+            extra = {(first, r): v for r, v in (self._counted(cq, self._request(wl))[0] or {}).items()}
             key = (-(wl["spec"].get("priority") or 0), quotas.drs(cq, extra), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key

@@ -5,7 +5,7 @@
 and what is refused because the backend cannot count it (pure).
 
     check(backend, tenants, kai_gpu_sharing, kai_fraction_pools)   # raises DomainError
-    kueue_chart_values()                                             # the Configuration with deviceClassMappings
+    device_class_mappings()                                          # Kueue's resources.deviceClassMappings
 
 Kueue v0.19 (KueueDRAIntegration, beta, on by default since v0.18) charges a claim from a
 ResourceClaimTemplate to the ClusterQueue under the resource name its Configuration's
@@ -36,24 +36,6 @@ KUEUE_MIG_RESOURCE = "nvidia.com/mig"
 # DeviceClass -> the resource name Kueue charges (ClusterQueue coveredResources)
 KUEUE_DEVICE_CLASS_MAPPINGS = ((upstream.GPU_RESOURCE, (upstream.DEVICE_CLASS_GPU,)),
                                (KUEUE_MIG_RESOURCE, (upstream.DEVICE_CLASS_MIG,)))
-# The chart's own Configuration (kueue 0.19.2 values.yaml managerConfig.controllerManagerConfigYaml):
-# the chart takes it as one string, so setting deviceClassMappings means restating the rest.
-KUEUE_CONFIGURATION = {
-    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-    "kind": "Configuration",
-    "health": {"healthProbeBindAddress": ":8081"},
-    "metrics": {"bindAddress": ":8443"},
-    "webhook": {"port": 9443},
-    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-    "controller": {"groupKindConcurrency": {
-        "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
-        "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
-    "clientConnection": {"qps": 300, "burst": 500},
-    "integrations": {"frameworks": ["batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-                                    "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
-                                    "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
-                                    "leaderworkerset.x-k8s.io/leaderworkerset"]},
-}
 
 
 def is_dra(allocation_api):
@@ -118,15 +100,6 @@ def check(backend, tenants, kai_gpu_sharing=None, kai_fraction_pools=None):
                                 "name the row %s" % KUEUE_MIG_RESOURCE)
 
 
-def kueue_configuration():
-    config = dict(KUEUE_CONFIGURATION)
-    config["resources"] = {"deviceClassMappings": [
-        {"name": resource, "deviceClassNames": list(classes)} for resource, classes in KUEUE_DEVICE_CLASS_MAPPINGS]}
-    return config
-
-
-def kueue_chart_values():
-    """Helm values that give the Kueue manager the Configuration with the DeviceClass mappings."""
-    import yaml
-    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(),
-                                                                            default_flow_style=False)}}
+def device_class_mappings():
+    """Kueue's resources.deviceClassMappings: the DeviceClass of a claim -> the resource it is charged as."""
+    return [{"name": resource, "deviceClassNames": list(classes)} for resource, classes in KUEUE_DEVICE_CLASS_MAPPINGS]

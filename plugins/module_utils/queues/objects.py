@@ -45,6 +45,7 @@ from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.upstream
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.core.validation import dns_label_error, is_dns_label
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import dra as queues_dra
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kai_sharing
+from ansible_collections.skaffon.gpu_platform.plugins.module_utils.queues import kueue_config
 from ansible_collections.skaffon.gpu_platform.plugins.module_utils.node.pools import (
     DEFAULT_PREFIX,
     POOL_VARIABLE,
@@ -638,8 +639,7 @@ def chart_values(backend, image_mirror=None, mirror_layout="path", pull_secrets=
             cm["imagePullSecrets"] = secrets
         if cm:
             values["controllerManager"] = cm
-        if queues_dra.is_dra(allocation_api):
-            values.update(queues_dra.kueue_chart_values())
+        values.update(kueue_config.chart_values(allocation_api))
     if user_values is not None and not isinstance(user_values, dict):
         _fail("queues_values", user_values, "not a mapping", "give chart values as a mapping")
     return _merge(values, user_values or {})

@@ -211,6 +211,7 @@ def test_chart_values_for_the_mirror_and_pull_secrets_per_chart_shape():
                               "imagePullSecrets": [{"name": "regcred"}]}}
     kueue = q.chart_values("kueue", "registry.local:5000/mirror", pull_secrets=[{"name": "regcred"}],
                            user_values={"controllerManager": {"replicas": 2}})
+    assert kueue.pop("managerConfig")       # the Configuration: test_queues_dra.py
     assert kueue == {"controllerManager": {"manager": {"image": {
         "repository": "registry.local:5000/mirror/kueue/kueue"}}, "imagePullSecrets": [{"name": "regcred"}],
         "replicas": 2}}

@@ -73,19 +73,24 @@ def test_kueue_configuration_maps_the_device_classes():
     assert config["resources"]["deviceClassMappings"] == [
         {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
         {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"]}]
-    assert "managerConfig" not in q.chart_values("kueue")
+    assert config["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
+    plain = yaml.safe_load(q.chart_values("kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert plain["resources"] == {"quotaCheckStrategy": "IgnoreUndeclared"}     # no mappings without DRA
     assert "managerConfig" not in q.chart_values("kai", allocation_api="dra")
 
 
-def test_kueue_chart_renders_the_mappings_into_the_manager_config():
-    docs = charts.render(KUEUE_CHART, q.chart_values("kueue", allocation_api="dra"), release="kueue",
+@pytest.mark.parametrize("allocation_api", ["dra", "device-plugin"])
+def test_kueue_chart_renders_the_configuration_into_the_manager_config(allocation_api):
+    docs = charts.render(KUEUE_CHART, q.chart_values("kueue", allocation_api=allocation_api), release="kueue",
                          namespace="kueue-system")
     maps = [d for d in docs
             if d.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in (d.get("data") or {})]
     assert maps, [d.get("kind") for d in docs]
     config = yaml.safe_load(maps[0]["data"]["controller_manager_config.yaml"])
-    assert config["resources"]["deviceClassMappings"][0] == {"name": "nvidia.com/gpu",
-                                                             "deviceClassNames": ["gpu.nvidia.com"]}
+    assert config["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
+    if allocation_api == "dra":
+        assert config["resources"]["deviceClassMappings"][0] == {"name": "nvidia.com/gpu",
+                                                                 "deviceClassNames": ["gpu.nvidia.com"]}
     # what the chart renders by default, apart from the mappings, is what it renders without them
     plain = [d for d in charts.render(KUEUE_CHART, {}, release="kueue", namespace="kueue-system")
              if d.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in (d.get("data") or {})]
