@@ -246,8 +246,10 @@ def test_missing_scripts_config_map_keeps_the_pod_container_creating():
         ev = c.wait(lambda: c.events("FailedMount"), what="FailedMount")
         assert ev[0]["message"] == 'MountVolume.SetUp failed for volume "scripts" : configmap "wla-scripts" not found'
         assert ev[0]["type"] == "Warning"
-        pod = c.pods(NS, "early-")[0]
-        assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+        # the kubelet records the event, then writes the pod's status
+        pod = c.wait(lambda: next((p for p in c.pods(NS, "early-") if ((p.get("status") or {}).get(
+            "containerStatuses") or [{}])[0].get("state", {}).get("waiting", {}).get("reason") == "ContainerCreating"),
+            None), what="ContainerCreating")
         c.scripts()
         c.wait(lambda: any(e["event"] == "step" for e in events(c.logs(NS, pod["metadata"]["name"], "main") or "")),
                what="starts once the ConfigMap exists")

@@ -336,7 +336,8 @@ def test_kubelet_waits_for_the_driver_on_the_node_to_prepare_the_claim(cluster):
     cuid = c.store.get(CLAIMS, "default", "unreserved")["metadata"]["uid"]
     assert events[0]["message"] == ("Failed to prepare dynamic resources: pod bound (%s) is not allowed to use "
                                     "ResourceClaim unreserved (%s)" % (uid, cuid))
-    assert status_word(c.pod("default", "bound")) == "ContainerCreating"
+    # the kubelet records the event, then writes the pod's status
+    c.wait(lambda: status_word(c.pod("default", "bound")) == "ContainerCreating", what="ContainerCreating")
     # the driver's plugin leaves the node (its slice goes): a new pod with a claim there cannot start
     c.store.delete(SLICES, None, "%s-%s" % (node, DRIVER))
     c.store.delete("pods", "default", "p")
