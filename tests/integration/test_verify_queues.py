@@ -7,9 +7,11 @@ playbooks/tenants.yml and playbooks/queues.yml (real Kueue chart), then verify.y
 would run it.
 """
 import os
+import tarfile
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
 from kit.paths import BIN, KUEUE_CHART, REPO
 from kit.playbook import run_playbook
@@ -76,9 +78,16 @@ def site(tmp_path_factory):
     sim.stop()
 
 
+def manager_configuration(sim):
+    cm = kget(sim, "configmap", "kueue-manager-config", "-n", "kueue-system")
+    return yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
+
+
 def test_queue_checks_pass_with_kueue_and_a_cohort(site, tmp_path):
     sim, inv = site
     assert kget(sim, "resourceflavor", FLAVOR)["spec"]["nodeLabels"][PREFIX + "accelerator"] == "h100"
+    # what the real chart rendered: Kueue counts what the ClusterQueues cover, not the pods' cpu and memory
+    assert manager_configuration(sim)["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
     report = str(tmp_path / "report")
     res = run(sim, inv, "verify.yml", acceptance_report_dir=report,
               acceptance_checks=["quota-enforced", "queues-fair", "tenant-isolation"])
@@ -140,3 +149,26 @@ def test_borrowing_the_resource_quota_makes_unusable_is_refused_before_any_write
     assert res.changed() == 0
     row = kget(sim, "clusterqueue", "team-b")["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert row["borrowingLimit"] == 4
+
+
+def test_kueue_that_blocks_undeclared_resources_is_named_with_the_fix(site, tmp_path):
+    """The Configuration the chart ships (BlockUndeclared): no probe Workload fits a GPU-only ClusterQueue; the
+    check says why and how to fix it as soon as Kueue says so. Runs last: it changes the site's Kueue."""
+    sim, _inv = site
+    with tarfile.open(KUEUE_CHART) as chart:
+        shipped = yaml.safe_load(chart.extractfile("kueue/values.yaml"))["managerConfig"]["controllerManagerConfigYaml"]
+    inv = inventory(tmp_path, site_vars(queues_values={"managerConfig": {"controllerManagerConfigYaml": shipped}}),
+                    GPU_HOSTS)
+    res = run(sim, inv, "queues.yml")
+    assert res.rc == 0, res
+    assert "resources" not in manager_configuration(sim)
+    res = run(sim, inv, "verify.yml", acceptance_report_dir=str(tmp_path / "report"), acceptance_checks=["queues-fair"])
+    assert res.rc != 0
+    result = res.task_results("Run the hand-over checks")[0]["results"][0]
+    assert result["status"] == "FAIL", result
+    assert result["summary"].startswith("Kueue admits none of the probe's Workloads"), result
+    assert "set resources.quotaCheckStrategy: IgnoreUndeclared" in result["summary"]
+    assert "Workload QuotaReserved=False: couldn't assign flavors to pod set main: resource cpu unavailable in " \
+           "ClusterQueue" in result["evidence"], result["evidence"]
+    for ns in ("team-a", "team-b"):
+        assert not (kget(sim, "jobs", "-n", ns) or {}).get("items")

@@ -35,6 +35,10 @@ KAI_PODGROUP_ANNOTATION = "pod-group-name"
 KAI_SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 KUEUE_WORKLOAD = "Workload"
 KUEUE_ADMITTED = "Admitted"
+KUEUE_QUOTA_RESERVED = "QuotaReserved"
+# Kueue's flavor assigner when a pod set asks for a resource no resource group of the ClusterQueue covers
+# (resources.quotaCheckStrategy BlockUndeclared, the default): no waiting makes such a Workload fit
+KUEUE_UNDECLARED = "unavailable in ClusterQueue"
 INF = float("inf")
 CHECK = "queues-fair"
 
@@ -362,6 +366,20 @@ class QueueProbe(object):
                 total += sum(int(ps.get("count", 1)) for ps in wl["spec"].get("podSets") or [])
         return total
 
+    def inadmissible(self, teams, prefix):
+        """Kueue: the distinct reasons why Workloads of the Jobs named prefix* can never fit (undeclared resources)."""
+        found = set()
+        for team in teams:
+            for wl in self.ctx.kube.list(upstream.KUEUE_API_VERSION, KUEUE_WORKLOAD, namespace=team)[0]:
+                owners = [r.get("name", "") for r in wl["metadata"].get("ownerReferences") or []]
+                if not any(o.startswith(prefix) for o in owners):
+                    continue
+                for c in (wl.get("status") or {}).get("conditions") or []:
+                    if c.get("type") == KUEUE_QUOTA_RESERVED and c.get("status") == "False" and \
+                            KUEUE_UNDECLARED in (c.get("message") or ""):
+                        found.add(c["message"])
+        return sorted(found)
+
     def settle(self, counts, until, timeout):
         """Poll the counts until `until(values)` holds or the time is up; the last values."""
         deadline = self.ctx.clock() + timeout
@@ -533,10 +551,25 @@ class QueueProbe(object):
         def fair(v):
             return (v[0] + v[1] == total and v[2] == want_running and
                     all(bounds[name_of[t]][0] <= n <= bounds[name_of[t]][1] for t, n in zip((a, b), v[:2])))
-        got = self.settle(counts, fair, self.ctx.params["pod_timeout"])
+        blocked = []
+
+        def done(v):
+            if fair(v):
+                return True
+            if v[0] + v[1] == 0:       # nothing admitted yet: maybe nothing ever can be
+                blocked[:] = self.inadmissible((a, b), "acceptance-share")
+            return bool(blocked)
+        got = self.settle(counts, done, self.ctx.params["pod_timeout"])
         evidence.append("admitted: %s=%d, %s=%d; running: %d (expected %d)"
                         % (a, got[0], b, got[1], got[2], want_running))
         self.cleanup()
+        if blocked:
+            evidence.extend("Workload QuotaReserved=False: %s" % m for m in blocked)
+            return Result(CHECK, FAIL, "Kueue admits none of the probe's Workloads: their pods ask for resources the "
+                          "ClusterQueues do not cover (every pod asks for cpu and memory) and Kueue blocks them: set "
+                          "resources.quotaCheckStrategy: IgnoreUndeclared in Kueue's Configuration "
+                          "(playbooks/queues.yml installs Kueue so; queues_values.managerConfig replaces it) or list "
+                          "cpu and memory in the queues' flavors", evidence)
         if not fair(got):
             return Result(CHECK, FAIL, "the shares under scarcity are not what the ClusterQueues promise", evidence)
         shares = "Kueue admitted %s %d and %s %d GPUs as the ClusterQueues promise" % (a, got[0], b, got[1])
