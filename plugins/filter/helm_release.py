@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, skaffon.gpu_platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter helm_release_differs (docs in helm_release_differs.yml); the logic is module_utils/core/helm_release.py."""
+"""Filters helm_release_differs and helm_release_stuck (docs in their .yml files); the logic is
+module_utils/core/helm_release.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,6 +20,11 @@ def helm_release_differs(release, chart, version, values):
     return helm_release.release_differs(release, chart, version, values)
 
 
+@domain_filter()
+def helm_release_stuck(release, name, namespace, chart, version, values):
+    return helm_release.stuck(release, name, namespace, chart, version, values)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"helm_release_differs": helm_release_differs}
+        return {"helm_release_differs": helm_release_differs, "helm_release_stuck": helm_release_stuck}

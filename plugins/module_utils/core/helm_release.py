@@ -31,3 +31,31 @@ def release_differs(release, chart, version, values):
     if not listed.startswith(prefix) or _version(listed[len(prefix):]) != _version(version):
         return True
     return plain(release.get("values") or {}) != plain(values or {})
+
+
+def stuck(release, name, namespace, chart, version, values):
+    """Why a re-run cannot go on with `release` (and what the operator does about it), else ''.
+
+    pending-*: an interrupted helm run; Helm refuses every new operation until it is resolved.
+    failed with the chart version and values wanted: kubernetes.core.helm compares only those and
+    would not run Helm again, so the release would stay failed and the run wait for what it never
+    created."""
+    if not isinstance(release, dict):
+        return ""
+    status = str(release.get("status") or "")
+    if status.startswith("pending-"):
+        fix = ("nothing was ever deployed, so `helm uninstall %s -n %s`" if status == "pending-install"
+               else "`helm rollback %s -n %s` (back to the last deployed revision)") % (name, namespace)
+        return ("Helm release %s in %s is %s: an earlier helm run was interrupted, and Helm refuses every new "
+                "operation on it. Resolve it, then run this playbook again: %s." % (name, namespace, status, fix))
+    if status == "failed" and not release_differs(dict(release, status="deployed"), chart, version, values):
+        revision = str(release.get("revision") or "")
+        fix = ("nothing was ever deployed (revision 1 failed), so `helm uninstall %s -n %s`" % (name, namespace)
+               if revision == "1" else
+               "`helm rollback %s <the last deployed revision> -n %s` (`helm history %s -n %s` lists them)"
+               % (name, namespace, name, namespace))
+        return ("Helm release %s in %s is failed (revision %s) with the chart version and values this run would "
+                "install: the last helm run on it failed, and kubernetes.core.helm does not run Helm again when "
+                "neither changes. Resolve it, then run this playbook again: %s." % (
+                    name, namespace, revision or "unknown", fix))
+    return ""
