@@ -6,6 +6,8 @@ converge on the same objects as an install that was never interrupted, and the r
 after it must report changed=0 and leave every object (uid, resourceVersion) alone.
 Real ansible-playbook, helm 3 and the real chart from ../shared/upstream.
 """
+import base64
+import gzip
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ import pytest
 import yaml
 
 from kit.paths import BIN, CLUSTERPOLICY_CRD as CRD, REPO, gpu_operator_chart
+from kit.kubectl import kget, kubectl
 from kit.playbook import run_playbook
 
 CHART = gpu_operator_chart("v26.7.0")
@@ -148,16 +151,22 @@ def shape(objs):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """An install that nobody interrupts."""
+def reference_site(tmp_path_factory):
+    """An install that nobody interrupts: (sim, inventory, the shape of its objects)."""
     tmp = tmp_path_factory.mktemp("reference")
     sim = start(tmp, "ref")
     try:
-        res = play(sim, inventory(tmp, sim, "ref"))
+        inv = inventory(tmp, sim, "ref")
+        res = play(sim, inv)
         assert res.rc == 0, res
-        yield shape(objects(sim))
+        yield sim, inv, shape(objects(sim))
     finally:
         sim.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(reference_site):
+    return reference_site[2]
 
 
 def _ready(sim):
@@ -221,3 +230,25 @@ def test_restart_mid_install_then_rerun_converges(tmp_path, reference, when):
         assert [(r["name"], r["status"]) for r in releases] == [("gpu-operator", "deployed")], every
     finally:
         sim.stop()
+
+
+def test_a_failed_release_a_rerun_would_not_change_stops_it_with_the_fix(reference_site):
+    """What helm records when it loses the API server mid-install and reaches it again: revision 1 failed,
+    with the chart version and values a re-run would install. kubernetes.core.helm compares only those and
+    would not run Helm; the role stops before any write and names the fix. (Runs last: it edits the release.)"""
+    sim, inv, _shape = reference_site
+    name = "sh.helm.release.v1.gpu-operator.v1"
+    secret = kget(sim, "secret", name, "-n", NS)
+    release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+    release["info"]["status"] = "failed"
+    secret["data"]["release"] = base64.b64encode(base64.b64encode(gzip.compress(
+        json.dumps(release).encode()))).decode()
+    secret["metadata"]["labels"]["status"] = "failed"
+    kubectl(sim, "replace", "-f", "-", input=json.dumps(secret))
+    before = objects(sim)
+    res = play(sim, inv)
+    assert res.rc != 0 and res.changed() == 0, res
+    assert any("Helm release gpu-operator in %s is failed (revision 1) with the chart version and values this run "
+               "would install" % NS in m and m.endswith("so `helm uninstall gpu-operator -n %s`." % NS)
+               for m in res.failure_messages()), res.failure_messages()
+    assert objects(sim) == before
