@@ -354,13 +354,16 @@ class QueueProbe(object):
         return sum(1 for p in pods if p["metadata"]["name"].startswith(prefix)
                    and (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"))
 
-    def admitted(self, team, prefix):
-        """Kueue: GPUs of the admitted Workloads of the Jobs named prefix* (one Workload per Job)."""
-        total = 0
+    def workloads(self, team, prefix):
+        """Kueue: the Workloads of the Jobs named prefix* in the team's namespace (one Workload per Job)."""
         for wl in self.ctx.kube.list(upstream.KUEUE_API_VERSION, KUEUE_WORKLOAD, namespace=team)[0]:
-            owners = [r.get("name", "") for r in wl["metadata"].get("ownerReferences") or []]
-            if not any(o.startswith(prefix) for o in owners):
-                continue
+            if any(r.get("name", "").startswith(prefix) for r in wl["metadata"].get("ownerReferences") or []):
+                yield wl
+
+    def admitted(self, team, prefix):
+        """Kueue: GPUs of the admitted Workloads of the Jobs named prefix*."""
+        total = 0
+        for wl in self.workloads(team, prefix):
             if any(c.get("type") == KUEUE_ADMITTED and c.get("status") == "True"
                    for c in (wl.get("status") or {}).get("conditions") or []):
                 total += sum(int(ps.get("count", 1)) for ps in wl["spec"].get("podSets") or [])
@@ -370,10 +373,7 @@ class QueueProbe(object):
         """Kueue: the distinct reasons why Workloads of the Jobs named prefix* can never fit (undeclared resources)."""
         found = set()
         for team in teams:
-            for wl in self.ctx.kube.list(upstream.KUEUE_API_VERSION, KUEUE_WORKLOAD, namespace=team)[0]:
-                owners = [r.get("name", "") for r in wl["metadata"].get("ownerReferences") or []]
-                if not any(o.startswith(prefix) for o in owners):
-                    continue
+            for wl in self.workloads(team, prefix):
                 for c in (wl.get("status") or {}).get("conditions") or []:
                     if c.get("type") == KUEUE_QUOTA_RESERVED and c.get("status") == "False" and \
                             KUEUE_UNDECLARED in (c.get("message") or ""):
