@@ -7,12 +7,6 @@
 # The tests skip and say why when a package cannot be installed; the demo stops with the
 # command to run, since its monitoring-alert check cannot pass without Prometheus.
 set -euo pipefail
-# make test runs the suites side by side: one apt-get at a time (dpkg's lock would refuse the second),
-# and the second finds the packages the first installed.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"${TMPDIR:-/tmp}/skaffon-gpu-platform-system-deps.lock"
-  flock 9
-fi
 wanted=("$@")
 [ ${#wanted[@]} -eq 0 ] && wanted=(debootstrap prometheus)
 missing=()
