@@ -6,6 +6,7 @@ naming both nodes and why, and succeed for the node that serves its GPUs.
 """
 import json
 import os
+import time
 
 import pytest
 
@@ -64,18 +65,49 @@ def start(tmp_path_factory, nodes, faults=None):
     return sim
 
 
+def settle(sim, what, condition, timeout=180):
+    """Wait until the twins have brought the cluster to `condition` (sim's API client -> bool): the tests
+    give the module short timeouts that must expire on a settled cluster, never on a slow machine."""
+    from kubernetes import client
+    api = sim.api_client()
+    deadline = time.monotonic() + timeout
+    while not condition(client, api):
+        assert time.monotonic() < deadline, "the simulated cluster did not reach %s in %d s" % (what, timeout)
+        time.sleep(0.2)
+
+
+def policy_ready_and_gpus_on(node):
+    def condition(client, api):
+        policy = client.CustomObjectsApi(api).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "gpus")
+        allocatable = client.CoreV1Api(api).read_node(node).status.allocatable or {}
+        return (policy.get("status") or {}).get("state") == "ready" and allocatable.get("nvidia.com/gpu", "0") != "0"
+    return condition
+
+
+def device_plugin_crash_looping(client, api):
+    pods = client.CoreV1Api(api).list_namespaced_pod(NS, label_selector="app=nvidia-device-plugin-daemonset").items
+    return any(status.state.waiting is not None and status.state.waiting.reason == "CrashLoopBackOff"
+               for pod in pods for status in pod.status.container_statuses or [])
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     sim = start(tmp_path_factory, [gpu_node("gpu-ok"), gpu_node("gpu-tainted", taints=[POOL_TAINT])])
-    yield sim
-    sim.stop()
+    try:
+        settle(sim, "a ready ClusterPolicy and gpu-ok offering its GPUs", policy_ready_and_gpus_on("gpu-ok"))
+        yield sim
+    finally:
+        sim.stop()
 
 
 @pytest.fixture(scope="module")
 def crashing(tmp_path_factory):
     sim = start(tmp_path_factory, [gpu_node("gpu-crash")], {"device_plugin_crashloop": ["gpu-crash"]})
-    yield sim
-    sim.stop()
+    try:
+        settle(sim, "the device plugin on gpu-crash in CrashLoopBackOff", device_plugin_crash_looping)
+        yield sim
+    finally:
+        sim.stop()
 
 
 def wait(sim, tmp_path, **args):
