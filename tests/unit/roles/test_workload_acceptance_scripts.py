@@ -106,7 +106,9 @@ def test_load_reports_latency_and_rate(server):
     assert len(ticks) >= 1 and sum(t["requests"] for t in ticks) == summary["requests"]
     assert summary["requests"] > 10 and summary["errors"] == 0 and summary["error_rate"] == 0
     assert 0 < summary["p50_ms"] <= summary["p90_ms"] <= summary["p99_ms"]
-    assert 1.4 < summary["seconds"] < 3 and summary["rps"] > 0
+    # the script's own bounds, not the machine's speed: it sends for the whole --seconds, and stops at the
+    # latest one request timeout (10 s by default) and a second of grace after it, plus its last tick
+    assert 1.5 <= summary["seconds"] <= 1.5 + 10 + 1 + 1 and summary["rps"] > 0
     assert set(summary) >= {"requests", "errors", "error_rate", "p50_ms", "p90_ms", "p99_ms", "rps",
                             "seconds", "time"}
 
