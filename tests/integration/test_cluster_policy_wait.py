@@ -6,12 +6,12 @@ naming both nodes and why, and succeed for the node that serves its GPUs.
 """
 import json
 import os
-import time
 
 import pytest
 
 from kit.paths import CLUSTERPOLICY_CRD as CRD
 from kit.playbook import run_playbook, task_play
+from kit.queues import wait_for
 
 NS = "gpu-ops"
 POOL_TAINT = {"key": "gpu.skaffon.io/workload", "value": "training", "effect": "NoSchedule"}
@@ -70,10 +70,7 @@ def settle(sim, what, condition, timeout=180):
     give the module short timeouts that must expire on a settled cluster, never on a slow machine."""
     from kubernetes import client
     api = sim.api_client()
-    deadline = time.monotonic() + timeout
-    while not condition(client, api):
-        assert time.monotonic() < deadline, "the simulated cluster did not reach %s in %d s" % (what, timeout)
-        time.sleep(0.2)
+    wait_for(lambda: condition(client, api), timeout=timeout, what=what)
 
 
 def policy_ready_and_gpus_on(node):
