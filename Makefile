@@ -3,9 +3,11 @@
 #   make demo   run the main job against the embedded simulated GPU cluster
 #   make test   sanity, lint, unit, integration and packaging tests
 
-# The venv's interpreter. The tests are CPU-bound: a CPython built with --enable-shared (pyenv's default)
-# runs them about 8 % slower than a statically linked one such as Debian's /usr/bin/python3 (docs/architecture.md).
-PYTHON ?= python3
+# The venv's interpreter: PYTHON if set, else python3's version, from an install that has the
+# interpreter linked into its executable if there is one (scripts/venv_python.py: the tests are
+# CPU-bound, and pyenv's --enable-shared build ran `make test` about 10 % slower than Debian's).
+PYTHON ?=
+VENV_PYTHON = $(if $(PYTHON),$(PYTHON),$$(python3 scripts/venv_python.py))
 VENV   ?= $(CURDIR)/.venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -39,7 +41,7 @@ venv: $(STAMP)
 # Kubernetes client imports kubernetes-validate wherever it can (and with it jsonschema), which cost
 # every module process of the tests 0.04 of its 0.38 CPU-s (simcluster/requirements.txt).
 $(DEMO_STAMP): requirements.txt tests/requirements-demo.txt simcluster/requirements.txt scripts/install_k8s_tools.py
-	$(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
 	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements-demo.txt && \
