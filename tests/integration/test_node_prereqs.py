@@ -24,7 +24,7 @@ import tarfile
 import pytest
 
 from kit.paths import BIN as VENV_BIN, COLLECTIONS, NVIDIA_SMI as FIXTURES, REPO
-from kit.playbook import ansible_playbook_command
+from kit.playbook import ansible_playbook
 from kit.roots import put
 
 # Bump when the build recipe changes: the cache key is this string.
@@ -226,7 +226,7 @@ def playbook(inventory, *extra, check=False):
                 "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_HOST_KEY_CHECKING": "0",
                 "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
                 "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS})
-    cmd = ansible_playbook_command(env) + ["-i", inventory, os.path.join(REPO, "playbooks", "node_prereqs.yml")] + list(extra)
+    cmd = ansible_playbook() + ["-i", inventory, os.path.join(REPO, "playbooks", "node_prereqs.yml")] + list(extra)
     if check:
         cmd.append("--check")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False)

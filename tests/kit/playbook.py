@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 
-from kit import playbook_servers
 from kit.paths import BIN, COLLECTIONS, REPO
 
 # The session's AnsiballZ payload cache, made and removed by kit.plugin (kit/ansible_playbook.py
@@ -22,13 +21,6 @@ def ansible_playbook():
     if cache:
         return [os.path.join(BIN, "python"), SHARED_CACHE_PLAYBOOK, cache]
     return [os.path.join(BIN, "ansible-playbook")]
-
-
-def ansible_playbook_command(env, cwd=REPO):
-    """The command line of a run with `env` in `cwd`: through the session's fork server for runs
-    like it (kit/playbook_server.py), else `ansible_playbook()`. The tests that read what a new
-    process prints at start (the secrets tests read every line) use `ansible_playbook()`."""
-    return playbook_servers.command(ansible_playbook(), os.environ.get(ANSIBALLZ_CACHE_ENV), env, cwd)
 
 
 class PlaybookResult:
@@ -127,17 +119,7 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
                  limit=None, timeout=600):
     """ansible-playbook with the JSON callback; `env` is the simcluster fixture's env: the cluster
     reaches the playbook through an inventory (`cluster_inventory`), never the environment."""
-    run_env = dict(env)
-    run_env.update(
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_LOCALHOST_WARNING="false",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-        ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"),
-        ANSIBLE_NOCOLOR="1",
-    )
-    cmd = ansible_playbook_command(run_env) + [playbook]
+    cmd = ansible_playbook() + [playbook]
     kubeconfig = getattr(env, "kubeconfig", None)
     if kubeconfig:
         cmd += ["-i", cluster_inventory(kubeconfig)]
@@ -156,6 +138,16 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
         cmd.append("--diff")
     if limit:
         cmd += ["--limit", limit]
+    run_env = dict(env)
+    run_env.update(
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_LOCALHOST_WARNING="false",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+        ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"),
+        ANSIBLE_NOCOLOR="1",
+    )
     # a failed run is a result the tests read (rc, output), not an exception
     proc = subprocess.run(cmd, cwd=REPO, env=run_env, capture_output=True, text=True,
                           timeout=timeout, check=False)

@@ -7,8 +7,7 @@
 - the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
 - tests marked `needs_shared` are skipped when ../shared is absent;
 - the slowest test files are collected first (see SLOWEST_FIRST);
-- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py), and the
-  playbook fork servers stopped when a test process ends (kit/playbook_server.py);
+- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py);
 - kubernetes-validate importable by the tests that validate with it, from the directory the
   Makefile installs it to (simcluster/requirements.txt): the test processes' sys.path only, never
   the module processes' (they would import it with the Kubernetes client).
@@ -20,7 +19,7 @@ import tempfile
 
 import pytest
 
-from kit import paths, playbook_servers
+from kit import paths
 from kit.playbook import ANSIBALLZ_CACHE_ENV
 from simcluster.validation.builtin_fields import KUBERNETES_VALIDATE_LIB
 
@@ -55,7 +54,6 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    playbook_servers.stop_all()     # this process's (an xdist worker may end without atexit)
     cache = getattr(config, "ansiballz_cache", None)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
