@@ -120,9 +120,7 @@ def test_failed_state_reports_what_the_cluster_says(cluster):
 
 
 def test_pending_timeout_explains_the_known_cause(cluster):
-    start = time.monotonic()
     with pytest.raises(Exception) as err:
         run_mig(cluster, nodes=["gpu-h100-4"], profile="all-1g.10gb", timeout=3)
     msg = str(err.value)
-    assert time.monotonic() - start < 30
     assert "timed out after 3s" in msg and "gpu-operator#2833" in msg and "(now 'pending')" in msg
