@@ -31,14 +31,13 @@ def probe(python):
 
 
 def candidates(version):
-    """This version's interpreters: on PATH first, then the usual system places."""
-    names = ["python%s" % version]
-    seen = []
-    for path in [shutil.which(name) for name in names] + ["/usr/bin/python%s" % version,
-                                                         "/usr/local/bin/python%s" % version]:
-        if path and os.path.exists(path) and os.path.realpath(path) not in [os.path.realpath(p) for p in seen]:
-            seen.append(path)
-    return seen
+    """This version's interpreters, each once: the one on PATH first, then the usual system places."""
+    found, real = [], set()
+    for path in (shutil.which("python" + version), "/usr/bin/python" + version, "/usr/local/bin/python" + version):
+        if path and os.path.exists(path) and os.path.realpath(path) not in real:
+            real.add(os.path.realpath(path))
+            found.append(path)
+    return found
 
 
 def main():
