@@ -83,7 +83,7 @@ unit: $(STAMP) build/collections
 
 integration: $(STAMP) build/collections
 	scripts/system_deps.sh
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 tests/integration simcluster/tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=25 tests/integration simcluster/tests $(PYTEST_ARGS)
 
 molecule: $(STAMP) build/collections
 	VENV=$(VENV) scripts/molecule.sh

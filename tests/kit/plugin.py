@@ -62,8 +62,8 @@ def pytest_unconfigure(config):
 
 # The test files that take longest, longest first (from the files' start times in a run on two cores
 # shared with other runs, and their playbook counts; refresh from `--durations=0`).
-# `-n 2 --dist loadfile --no-loadscope-reorder` (pytest.ini) hands whole files to the two workers
-# in collection order: started first, the long ones end before the many short ones, and the two
+# `-n N` with pytest.ini's `--dist loadfile --no-loadscope-reorder` hands whole files to the workers
+# in collection order: started first, the long ones end before the many short ones, and the
 # workers finish together instead of one waiting alone for a long file handed out last (xdist's
 # own order, by number of tests, put the one-test demo last). Refresh when a file's time changes
 # much; a file not listed keeps its place after these.
