@@ -31,10 +31,12 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, ".venv", "bin")
-# The tests run the demo with their own ansible-playbook command line (a JSON list): the venv's
-# ansible-playbook with the test session's module payload cache (tests/kit/ansible_playbook.py).
+# The tests run the demo with their own ansible-playbook command line (a JSON list) and module
+# interpreter: the venv's, with the test session's module payload cache and warm interpreters
+# (tests/kit/ansible_playbook.py, tests/kit/zygote.py).
 ANSIBLE_PLAYBOOK = (json.loads(os.environ["DEMO_ANSIBLE_PLAYBOOK"]) if os.environ.get("DEMO_ANSIBLE_PLAYBOOK")
                     else [os.path.join(BIN, "ansible-playbook")])
+MODULE_PYTHON = os.environ.get("DEMO_PYTHON_INTERPRETER") or os.path.join(BIN, "python")
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
 FIXTURES = os.path.join(SHARED, "fixtures", "nvidia-smi")
 CLUSTER_FILE = os.path.join(REPO, "tests", "clusters", "example.yaml")
@@ -115,7 +117,7 @@ def overlay(work, roots, kubeconfig):
     settings = {
         "gpu_platform_kubeconfig": kubeconfig,         # the cluster, for every role and playbook
         "ansible_connection": "local", "ansible_become": False,
-        "ansible_python_interpreter": os.path.join(BIN, "python"),
+        "ansible_python_interpreter": MODULE_PYTHON,
         "node_prereqs_prepare_host": False,           # the hosts are captures: nothing to install
         "gpu_operator_chart_source": "archive", "gpu_operator_chart_version": FROM,
         "gpu_operator_chart_ref": os.path.join(CHARTS, "gpu-operator-%s.tgz" % FROM),
@@ -230,7 +232,7 @@ def main():
     env = dict(((k, v) for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("K8S_AUTH_")),
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
-               ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"), ANSIBLE_DISPLAY_SKIPPED_HOSTS="false")
+               ANSIBLE_PYTHON_INTERPRETER=MODULE_PYTHON, ANSIBLE_DISPLAY_SKIPPED_HOSTS="false")
     inventory = ["-i", os.path.join(REPO, "inventories", "example"), "-i", overlay(work, roots, kubeconfig)]
     # kube-prometheus-stack's namespace: Prometheus itself runs on this machine (step 5)
     subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", kubeconfig, "create", "namespace", "monitoring"],

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from kit.paths import REPO
-from kit.playbook import ansible_playbook
+from kit.playbook import ansible_playbook, module_python
 STEPS = ("queued-job", "data-staged", "nccl-allreduce", "training-window", "checkpoint-restore", "labels-exported",
          "cost-baseline", "inference-serving")
 CHECKS = ("operator-healthy", "gpus-visible", "cuda-test", "wrong-node-excluded", "quota-enforced",
@@ -22,7 +22,8 @@ def test_demo_runs_site_then_verify_and_every_check_passes():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "demo.py")], cwd=REPO,
                           capture_output=True, text=True, timeout=1800,
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", DEMO_IDEMPOTENCE="1",
-                                   DEMO_ANSIBLE_PLAYBOOK=json.dumps(ansible_playbook())))
+                                   DEMO_ANSIBLE_PLAYBOOK=json.dumps(ansible_playbook()),
+                                   DEMO_PYTHON_INTERPRETER=module_python()))
     out = proc.stdout
     assert "# GPU platform hand-over protocol" in out, out[-6000:] + proc.stderr[-2000:]
     # site.yml in check mode and again on the finished platform (after the upgrade rehearsal): nothing to do

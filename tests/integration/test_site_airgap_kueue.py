@@ -18,7 +18,7 @@ import yaml
 from kit.kubectl import kget
 from kit.inventory import KERNEL, _demo
 from kit.paths import BIN, GPU_OPERATOR_CHARTS as CHARTS, KUEUE_CHART, REPO
-from kit.playbook import run_playbook
+from kit.playbook import module_python, run_playbook
 from simcluster import testing
 
 INVENTORY = os.path.join(REPO, "inventories", "airgap-kueue")
@@ -61,7 +61,7 @@ def write_overlay(base, kubeconfig, roots):
     dump("hosts.yml", {"all": {"children": {"gpu_nodes": {"hosts": dict((h, None) for h in HOSTS)}}}})
     dump("group_vars/all.yml", {
         "gpu_platform_kubeconfig": kubeconfig,
-        "ansible_python_interpreter": os.path.join(BIN, "python"),
+        "ansible_python_interpreter": module_python(),
         "gpu_operator_chart_ref": os.path.join(CHARTS, "gpu-operator-%s.tgz" % FROM),
         "gpu_operator_helm_binary": os.path.join(BIN, "helm"),
         "gpu_operator_wait_timeout": 180, "gpu_operator_wait_stable_for": 2,

@@ -19,7 +19,7 @@ import yaml
 from kit.inventory import KERNEL, _demo
 from kit.paths import BIN, CLUSTERS, GPU_OPERATOR_CHARTS as CHARTS, KUEUE_CHART, REPO
 from kit.kubectl import apply, claim_pod, kget, kubectl, pod_started, pod_unschedulable, wait_object
-from kit.playbook import run_playbook
+from kit.playbook import module_python, run_playbook
 from simcluster import testing
 
 INVENTORY = os.path.join(REPO, "inventories", "dra")
@@ -71,7 +71,7 @@ def write_overlay(base, kubeconfig, roots):
     dump("hosts.yml", {"all": {"children": {"gpu_nodes": {"hosts": dict((h, None) for h in HOSTS)}}}})
     dump("group_vars/all.yml", {
         "gpu_platform_kubeconfig": kubeconfig,
-        "ansible_python_interpreter": os.path.join(BIN, "python"),
+        "ansible_python_interpreter": module_python(),
         # the chart archive of NVIDIA's repository, on this machine
         "gpu_operator_chart_source": "archive",
         "gpu_operator_chart_ref": os.path.join(CHARTS, "gpu-operator-%s.tgz" % CHART),

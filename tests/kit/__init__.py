@@ -5,5 +5,7 @@ sys.path and loads `kit.plugin`).
     kit.plugin     the pytest plugin: the `simcluster` fixture, `needs_shared` skips, `render_chart`
     kit.charts     `helm template` of a chart, cached per chart, values and helm major
     kit.playbook   ansible-playbook runs and their JSON results
+    kit.zygote     warm interpreters that fork the runs' ansible-playbook and module processes
+                   (kit/zygote_client.py calls them; both stand-alone scripts, not imported by tests)
     kit.*          helpers of the integration tests (inventories, GPU Operator, queues, MIG, ...)
 """

@@ -7,20 +7,39 @@ import json
 import os
 import subprocess
 
+from kit import zygote_client
 from kit.paths import BIN, COLLECTIONS, REPO
 
-# The session's AnsiballZ payload cache, made and removed by kit.plugin (kit/ansible_playbook.py
-# says why); xdist workers inherit it from the controller's environment.
-ANSIBALLZ_CACHE_ENV = "GPU_PLATFORM_TEST_ANSIBALLZ_CACHE"
+# The session's directory, made and removed by kit.plugin; xdist workers inherit it from the
+# controller's environment. It holds the AnsiballZ payload cache (kit/ansible_playbook.py says why)
+# and the zygotes, the warm interpreters that fork the runs (kit/zygote.py).
+SESSION_ENV = "GPU_PLATFORM_TEST_SESSION"
 SHARED_CACHE_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ansible_playbook.py")
+PYTHON = os.path.join(BIN, "python")
+
+
+def session_dirs(session):
+    """(payload cache, zygotes) of a session directory."""
+    return os.path.join(session, "ansiballz"), os.path.join(session, "zygotes")
 
 
 def ansible_playbook():
-    """The ansible-playbook command line: with the session's payload cache when there is one."""
-    cache = os.environ.get(ANSIBALLZ_CACHE_ENV)
-    if cache:
-        return [os.path.join(BIN, "python"), SHARED_CACHE_PLAYBOOK, cache]
+    """The ansible-playbook command line: with the session's payload cache and zygotes when there
+    is a session."""
+    session = os.environ.get(SESSION_ENV)
+    if session:
+        cache, zygotes = session_dirs(session)
+        return zygote_client.command(zygotes, PYTHON, [SHARED_CACHE_PLAYBOOK, cache])
     return [os.path.join(BIN, "ansible-playbook")]
+
+
+def module_python():
+    """The python the modules of the runs start with (ANSIBLE_PYTHON_INTERPRETER): the venv's,
+    through the session's zygotes when there is a session."""
+    session = os.environ.get(SESSION_ENV)
+    if session:
+        return os.path.join(session_dirs(session)[1], "python")
+    return PYTHON
 
 
 class PlaybookResult:
@@ -145,7 +164,7 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
         ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-        ANSIBLE_PYTHON_INTERPRETER=os.path.join(BIN, "python"),
+        ANSIBLE_PYTHON_INTERPRETER=module_python(),
         ANSIBLE_NOCOLOR="1",
     )
     # a failed run is a result the tests read (rc, output), not an exception

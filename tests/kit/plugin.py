@@ -7,7 +7,8 @@
 - the `simcluster` fixture and its hooks (simcluster/pytest_plugin.py);
 - tests marked `needs_shared` are skipped when ../shared is absent;
 - the slowest test files are collected first (see SLOWEST_FIRST);
-- one AnsiballZ payload cache for the session's playbook runs (kit/ansible_playbook.py);
+- one directory for the session's playbook runs: their AnsiballZ payload cache
+  (kit/ansible_playbook.py) and the zygotes that fork them (kit/zygote.py);
 - kubernetes-validate importable by the tests that validate with it, from the directory the
   Makefile installs it to (simcluster/requirements.txt): the test processes' sys.path only, never
   the module processes' (they would import it with the Kubernetes client).
@@ -20,7 +21,8 @@ import tempfile
 import pytest
 
 from kit import paths
-from kit.playbook import ANSIBALLZ_CACHE_ENV
+from kit import zygote_client
+from kit.playbook import PYTHON, SESSION_ENV, session_dirs
 from simcluster.validation.builtin_fields import KUBERNETES_VALIDATE_LIB
 
 pytest_plugins = ["simcluster.pytest_plugin"]
@@ -48,16 +50,23 @@ SHARED_ABSENT = "../shared (upstream charts, CRDs, nvidia-smi captures) not foun
 
 def pytest_configure(config):
     # On the controller (or a run without xdist): the workers, started later, inherit the variable.
-    if not os.environ.get(ANSIBALLZ_CACHE_ENV):
-        config.ansiballz_cache = tempfile.mkdtemp(prefix="gpu-platform-ansiballz-")
-        os.environ[ANSIBALLZ_CACHE_ENV] = config.ansiballz_cache
+    if not os.environ.get(SESSION_ENV):
+        # in /tmp whatever TMPDIR says: the zygotes' sockets are in it, and a socket's path has at
+        # most 107 bytes
+        config.test_session = tempfile.mkdtemp(prefix="gpu-platform-test-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        cache, zygotes = session_dirs(config.test_session)
+        os.mkdir(cache)
+        os.mkdir(zygotes)
+        zygote_client.write_interpreter(zygotes, PYTHON)
+        os.environ[SESSION_ENV] = config.test_session
 
 
 def pytest_unconfigure(config):
-    cache = getattr(config, "ansiballz_cache", None)
-    if cache:
-        shutil.rmtree(cache, ignore_errors=True)
-        os.environ.pop(ANSIBALLZ_CACHE_ENV, None)
+    session = getattr(config, "test_session", None)
+    if session:
+        zygote_client.stop_all(session_dirs(session)[1])
+        shutil.rmtree(session, ignore_errors=True)
+        os.environ.pop(SESSION_ENV, None)
 
 
 # The test files that take longest, longest first (from the files' start times in a run on two cores

@@ -7,7 +7,7 @@ import yaml
 
 from kit.kubectl import kget
 from kit.paths import BIN, REPO
-from kit.playbook import run_playbook
+from kit.playbook import module_python, run_playbook
 from simcluster import testing as simtesting
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "queues.yml")
@@ -40,7 +40,7 @@ def inventory(tmp_path, group_vars, gpu_hosts=None):
     inv = tmp_path / "inventory"
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
     hosts = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                             "ansible_python_interpreter": os.path.join(BIN, "python")}},
+                                             "ansible_python_interpreter": module_python()}},
                      "children": {"gpu_nodes": {"hosts": gpu_hosts or {}}}}}
     (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))

@@ -1,0 +1,149 @@
+"""The kit's zygotes (kit/zygote.py): a run through one is what `python <script>` gives (streams,
+working directory, environment, exit status, an uncaught exception, a signal), each zygote serves
+one environment, a run dies with its caller, a module zygote imports nothing of ansible, and a
+playbook run keeps its own local temporary directory."""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from kit import zygote_client
+from kit.paths import BIN
+from kit.playbook import SHARED_CACHE_PLAYBOOK
+
+PYTHON = os.path.join(BIN, "python") if os.path.exists(os.path.join(BIN, "python")) else sys.executable
+
+SCRIPT = textwrap.dedent("""\
+    import os, sys
+    data = sys.stdin.read()
+    print("out:%s:%s:%s" % (data.strip(), os.getcwd(), os.environ.get("ZYGOTE_TEST")))
+    sys.stderr.write("err:%s\\n" % " ".join(sys.argv[1:]))
+    print("path0:%s" % sys.path[0])
+    sys.exit(int(os.environ.get("ZYGOTE_TEST_EXIT", "0")))
+    """)
+
+
+@pytest.fixture
+def zygotes():
+    # short: a socket's path has at most 107 bytes (pytest's tmp_path is long)
+    path = tempfile.mkdtemp(prefix="zygotes-")
+    yield path
+    zygote_client.stop_all(path)
+    assert not os.path.exists(os.path.join(path, zygote_client.OFF))
+    shutil.rmtree(path)
+
+
+def script(tmp_path, text, name="run.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def run(cmd, cwd, env=None, stdin="", timeout=120):
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(cmd, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def sockets(zygotes):
+    return sorted(glob.glob(os.path.join(zygotes, "*.sock")))
+
+
+def test_a_run_through_a_zygote_is_what_python_gives(zygotes, tmp_path):
+    path = script(tmp_path, SCRIPT)
+    env = {"ZYGOTE_TEST": "value", "ZYGOTE_TEST_EXIT": "3"}
+    direct = run([PYTHON, path, "a", "b c"], str(tmp_path), env, stdin="input\n")
+    for _attempt in range(2):      # the first starts the zygote, the second finds it
+        zyg = run(zygote_client.command(zygotes, PYTHON, [path, "a", "b c"]), str(tmp_path), env, stdin="input\n")
+        assert (zyg.returncode, zyg.stdout, zyg.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+    assert direct.returncode == 3 and "out:input:%s:value" % tmp_path in direct.stdout
+    assert len(sockets(zygotes)) == 1
+
+
+def test_each_environment_has_its_zygote_and_the_runs_are_its_children(zygotes, tmp_path):
+    path = script(tmp_path, "import os\nprint(os.getppid())\n")
+    cmd = zygote_client.command(zygotes, PYTHON, [path])
+    first = run(cmd, str(tmp_path), {"ZYGOTE_TEST": "1"}).stdout
+    assert run(cmd, str(tmp_path), {"ZYGOTE_TEST": "1"}).stdout == first
+    other = run(cmd, str(tmp_path), {"ZYGOTE_TEST": "2"}).stdout
+    assert other != first
+    assert len(sockets(zygotes)) == 2
+
+
+def test_an_uncaught_exception_and_a_signal_end_the_run_as_in_python(zygotes, tmp_path):
+    raising = script(tmp_path, "raise ValueError('boom')\n", "raising.py")
+    direct = run([PYTHON, raising], str(tmp_path))
+    zyg = run(zygote_client.command(zygotes, PYTHON, [raising]), str(tmp_path))
+    assert zyg.returncode == direct.returncode == 1
+    assert zyg.stderr.splitlines()[-1] == direct.stderr.splitlines()[-1] == "ValueError: boom"
+    killed = script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", "killed.py")
+    assert run(zygote_client.command(zygotes, PYTHON, [killed]), str(tmp_path)).returncode == -signal.SIGTERM
+
+
+def test_a_run_dies_with_its_caller(zygotes, tmp_path):
+    pid_file = tmp_path / "pid"
+    path = script(tmp_path, """\
+        import os, time
+        with open(%r, "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(60)
+        """ % str(pid_file))
+    caller = subprocess.Popen(zygote_client.command(zygotes, PYTHON, [path]), cwd=str(tmp_path))
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    caller.kill()
+    caller.wait()
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the run %d outlived its caller" % child)
+
+
+def test_a_module_zygote_imports_nothing_of_ansible(zygotes, tmp_path):
+    path = script(tmp_path, """\
+        import sys
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("ansible", "ansible_collections")))
+        print("kubernetes.client" in sys.modules, "zygote_client" in sys.modules)
+        """)
+    out = run(zygote_client.command(zygotes, PYTHON, [path]), str(tmp_path)).stdout.splitlines()
+    assert out[0] == "[]"
+    assert out[1] == "True False"   # the Kubernetes client preloaded; nothing of the kit
+
+
+def test_off_runs_python_itself(zygotes, tmp_path):
+    path = script(tmp_path, SCRIPT)
+    zyg = run(zygote_client.command(zygotes, PYTHON, [path, "x"]), str(tmp_path),
+              {zygote_client.DISABLE_ENV: "off"})
+    assert zyg.returncode == 0 and zyg.stderr == "err:x\n"
+    assert sockets(zygotes) == []
+
+
+def test_playbook_runs_keep_their_own_local_temporary_directory(zygotes, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug: {msg: hi}\n")
+    cache = tmp_path / "ansiballz"
+    cache.mkdir()
+    cmd = zygote_client.command(zygotes, PYTHON, [SHARED_CACHE_PLAYBOOK, str(cache), "-i", "localhost,",
+                                                  "-c", "local", str(play)])
+    env = {"HOME": str(home), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_PYTHON_INTERPRETER": PYTHON}
+    for _attempt in range(2):
+        proc = run(cmd, str(tmp_path), env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "ok=1" in proc.stdout
+    # the zygote's own directory; each run removed its own as it ended
+    assert len(glob.glob(str(home / ".ansible" / "tmp" / "ansible-local-*"))) == 1
