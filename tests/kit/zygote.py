@@ -80,6 +80,7 @@ class Zygote:
         self.last_active = time.monotonic()
         self.started = time.monotonic()
         self.runs = 0
+        self.pid = os.getpid()
 
     # -- the zygote ------------------------------------------------------------------------------
 
@@ -115,12 +116,15 @@ class Zygote:
         while True:
             for key, _events in self.selector.select(POLL):
                 what, pid = key.data
-                if what == "accept":
-                    self.accept()
-                elif what == "exited":
-                    self.reap(pid)
-                else:
-                    self.caller_left(pid)
+                try:
+                    if what == "accept":
+                        self.accept()
+                    elif what == "exited":
+                        self.reap(pid)
+                    else:
+                        self.caller_left(pid)
+                except OSError as exc:      # one caller's trouble (a fork refused, a lost socket), not the others'
+                    sys.stderr.write("zygote %s: %s: %s\n" % (self.path, what, exc))
             if not self.children and (time.monotonic() - self.last_active > IDLE or self.socket_gone()):
                 return self.stop()
 
@@ -174,13 +178,26 @@ class Zygote:
                 os.close(fd)
             conn.close()
             return
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            conn.close()        # before the acknowledgement: the caller runs it another way
+            raise
+        finally:
+            if os.getpid() == self.pid:
+                for fd in fds:
+                    os.close(fd)        # the caller's streams reach their end when the run's copies close
         if pid == 0:
             self.run_child(conn, fds, argv, cwd, env)     # never returns
-        for fd in fds:
-            os.close(fd)        # the caller's streams reach their end when the run's copies close
         self.last_active = time.monotonic()
-        pidfd = os.pidfd_open(pid)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:     # no descriptor left to watch it by: wait for this run alone
+            conn.sendall(ACK)
+            conn.sendall(STATUS.pack(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
+            conn.close()
+            self.runs += 1
+            return
         self.children[pid] = (conn, pidfd)
         self.selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
         try:
