@@ -37,11 +37,12 @@ import os
 import selectors
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
 
-from zygote_client import ACK, OFF, STATUS, decode_request
+from zygote_client import ACK, OFF, STATUS, decode_request, recv_exact
 
 IDLE = 20.0     # a zygote started again costs what the run that starts it would import anyway
 POLL = 2.0
@@ -80,7 +81,6 @@ class Zygote:
         self.last_active = time.monotonic()
         self.started = time.monotonic()
         self.runs = 0
-        self.pid = os.getpid()
 
     # -- the zygote ------------------------------------------------------------------------------
 
@@ -160,35 +160,20 @@ class Zygote:
         fds = []
         try:
             header, fds, _flags, _addr = socket.recv_fds(conn, STATUS.size, 3)
-            size = STATUS.unpack(header)[0]
-            data = b""
-            while len(data) < size:
-                chunk = conn.recv(size - len(data))
-                if not chunk:
-                    raise OSError("the caller left")
-                data += chunk
+            data = recv_exact(conn, STATUS.unpack(header)[0])
+            if data is None or len(fds) != 3:
+                raise ValueError("an incomplete request")
             argv, cwd, env = decode_request(data)
-        except (OSError, ValueError, IndexError, TypeError):
-            for fd in fds:
-                os.close(fd)
-            conn.close()
-            return
-        if len(fds) != 3:
-            for fd in fds:
-                os.close(fd)
-            conn.close()
-            return
-        try:
             pid = os.fork()
-        except OSError:
+        except (OSError, ValueError, IndexError, TypeError, struct.error):
+            for fd in fds:
+                os.close(fd)
             conn.close()        # before the acknowledgement: the caller runs it another way
-            raise
-        finally:
-            if os.getpid() == self.pid:
-                for fd in fds:
-                    os.close(fd)        # the caller's streams reach their end when the run's copies close
+            return
         if pid == 0:
             self.run_child(conn, fds, argv, cwd, env)     # never returns
+        for fd in fds:
+            os.close(fd)        # the caller's streams reach their end when the run's copies close
         self.last_active = time.monotonic()
         try:
             pidfd = os.pidfd_open(pid)

@@ -52,7 +52,8 @@ def decode_request(data):
     return argv, cwd, env
 
 
-def _recv_exact(sock, size):
+def recv_exact(sock, size):
+    """`size` bytes from `sock`, or None if it ends before."""
     data = b""
     while len(data) < size:
         chunk = sock.recv(size - len(data))
@@ -71,12 +72,15 @@ def _ask(path, argv):
         request = encode_request(argv, os.getcwd(), os.environ)
         socket.send_fds(sock, [STATUS.pack(len(request))], [0, 1, 2])
         sock.sendall(request)
-        if _recv_exact(sock, 1) != ACK:
+        if recv_exact(sock, 1) != ACK:
             return None
     except OSError:
         sock.close()
         return None
-    status = _recv_exact(sock, STATUS.size)     # the run goes on in the zygote's child
+    try:
+        status = recv_exact(sock, STATUS.size)     # the run goes on in the zygote's child
+    except OSError:
+        status = None
     sock.close()
     if status is None:
         sys.stderr.write("zygote %s ended during the run\n" % path)
