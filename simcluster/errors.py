@@ -81,6 +81,16 @@ def conflict(resource, name, group=""):
                     {"name": name, "group": group, "kind": resource})
 
 
+def uid_precondition(resource, name, sent, stored, group=""):
+    """A write or delete that names an object by uid, when the stored object of that name is
+    another one (deleted and created again): storage's Preconditions.Check, as a Conflict."""
+    qual = resource + ("." + group if group else "")
+    return ApiError(409, "Conflict",
+                    'Operation cannot be fulfilled on %s "%s": Precondition failed: UID in precondition: %s, '
+                    "UID in object meta: %s" % (qual, name, sent, stored),
+                    {"name": name, "group": group, "kind": resource})
+
+
 def invalid(kind, name, field_errors, group=""):
     """422 Invalid, message like: Pod "x" is invalid: [a: ..., b: ...]."""
     errs = [str(e) for e in field_errors]

@@ -429,6 +429,11 @@ class Store:
             old = self._objs[resource].get(key)
             if old is None:
                 raise errors.not_found(info.plural, name, info.group)
+            # the object's uid and resourceVersion are the update's preconditions, uid first
+            # (rest.DefaultUpdatedObjectInfo.Preconditions): a write for an object that was deleted
+            # and created again under its name does not land on the new one
+            if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+                raise errors.uid_precondition(info.plural, name, meta["uid"], old["metadata"]["uid"], info.group)
             rv = meta.get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(info.plural, name, info.group)
@@ -586,9 +591,7 @@ class Store:
                 raise errors.not_found(info.plural, name, info.group)
             pre = preconditions or {}
             if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
-                raise ApiError(409, "Conflict",
-                               "Precondition failed: UID in precondition: %s, UID in object "
-                               "meta: %s" % (pre["uid"], old["metadata"]["uid"]))
+                raise errors.uid_precondition(info.plural, name, pre["uid"], old["metadata"]["uid"], info.group)
             if pre.get("resourceVersion") and \
                     pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict",

@@ -55,6 +55,24 @@ def test_resource_version_increases_and_conflicts(store):
     assert err.value.message == 'configmaps "a" already exists'
 
 
+def test_a_write_for_an_object_deleted_and_created_again_is_refused(store):
+    """The uid an update carries is its precondition, as on the real API server: a controller's late
+    status write for a deleted Job must not land on the new Job of the same name."""
+    old = store.create("configmaps", cm("a"))
+    store.delete("configmaps", "default", "a")
+    new = store.create("configmaps", cm("a", data={"a": "new"}))
+    stale = dict(old, data={"a": "stale"})
+    stale["metadata"] = {k: v for k, v in old["metadata"].items() if k != "resourceVersion"}
+    with pytest.raises(ApiError) as err:
+        store.update("configmaps", stale)
+    assert err.value.code == 409 and err.value.message == (
+        'Operation cannot be fulfilled on configmaps "a": Precondition failed: UID in precondition: %s, '
+        "UID in object meta: %s" % (old["metadata"]["uid"], new["metadata"]["uid"]))
+    assert store.get("configmaps", "default", "a")["data"] == {"a": "new"}
+    fresh = dict(stale, metadata=dict(stale["metadata"], uid=new["metadata"]["uid"]))
+    assert store.update("configmaps", fresh)["data"] == {"a": "stale"}
+
+
 def test_noop_update_keeps_resource_version(store):
     a = store.create("configmaps", cm("a"))
     again = store.update("configmaps", a)
