@@ -15,10 +15,11 @@ What a zygote imports, and what it does not:
   its name is a digest of both, and a run with another environment gets a zygote of its own. Each
   child gets its own local temporary directory, as each ansible-playbook process makes one.
 - a module zygote: the third-party libraries the modules use (the Kubernetes client, PyYAML,
-  jsonpatch) and the standard library modules ansible's module_utils import, never anything of
-  `ansible` or `ansible_collections`: the module's payload brings those as on any host, so a
-  module_util missing from a payload still fails here as it fails there. It runs `python <file>`
-  only (ansible's AnsiballZ); any other invocation exec's python.
+  jsonpatch) and the standard library modules ansible's module_utils import. It also imports
+  ansible's, kubernetes.core's and the collection's base module_utils, but holds them apart from
+  sys.modules (kit/zygote_imports.py): a run gets them only if its payload holds the very same files,
+  so a module_util missing from a payload still fails here as it fails on a host. It runs
+  `python <file>` only (ansible's AnsiballZ); any other invocation exec's python.
 
 Differences a test could see, none of which the tests read: a warning that a library prints when it
 is imported goes to the zygote's log, not the run's stderr; the run's parent process is the
@@ -97,9 +98,16 @@ class Zygote:
                 importlib.import_module(name)
             except ImportError:     # a library this venv lacks: its modules report it themselves
                 pass
-        # what the runs import comes from where their own python finds it, the kit's client aside
+        if self.kind == "module":
+            import zygote_imports
+            held = zygote_imports.PayloadImports()
+            held.preload()
+            for line in held.log:
+                sys.stderr.write("zygote %s: not held: %s\n" % (self.path, line))
+        # what the runs import comes from where their own python finds it, the kit's modules aside
         sys.path[:] = [entry for entry in sys.path if os.path.realpath(entry) != os.path.realpath(KIT)]
-        sys.modules.pop("zygote_client", None)
+        for name in ("zygote_client", "zygote_imports"):
+            sys.modules.pop(name, None)
 
     def listen(self):
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -251,7 +259,9 @@ class Zygote:
             except SystemExit as exc:
                 code = exit_code(exc.code)
             except BaseException:     # as python reports an uncaught exception
-                sys.excepthook(*sys.exc_info())
+                kind, value, trace = sys.exc_info()
+                value.with_traceback(script_frames(trace, argv[0]))     # python prints the exception's own
+                sys.excepthook(kind, value, value.__traceback__)
                 code = 1
             threading._shutdown()     # as the interpreter ends: threads first, then atexit
             atexit._run_exitfuncs()
@@ -271,6 +281,14 @@ class Zygote:
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
         import runpy
         runpy.run_path(argv[0], run_name="__main__")
+
+
+def script_frames(trace, script):
+    """A traceback from the script's own frame on, as python shows it (not the zygote's frames)."""
+    start = trace
+    while start is not None and start.tb_frame.f_code.co_filename != script:
+        start = start.tb_next
+    return start or trace
 
 
 def exit_code(value):

@@ -1,9 +1,13 @@
 """The kit's zygotes (kit/zygote.py): a run through one is what `python <script>` gives (streams,
 working directory, environment, exit status, an uncaught exception, a signal), each zygote serves
-one environment, a run dies with its caller, a module zygote imports nothing of ansible, and a
-playbook run keeps its own local temporary directory."""
+one environment, a run dies with its caller, a module zygote gives a run ansible's module_utils only
+when its payload holds the same files, and a playbook run keeps its own local temporary directory."""
+import base64
 import glob
+import io
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -11,6 +15,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import zipfile
 
 import pytest
 
@@ -82,7 +87,8 @@ def test_an_uncaught_exception_and_a_signal_end_the_run_as_in_python(zygotes, tm
     direct = run([PYTHON, raising], str(tmp_path))
     zyg = run(zygote_client.command(zygotes, PYTHON, [raising]), str(tmp_path))
     assert zyg.returncode == direct.returncode == 1
-    assert zyg.stderr.splitlines()[-1] == direct.stderr.splitlines()[-1] == "ValueError: boom"
+    assert zyg.stderr == direct.stderr      # the script's frames only, as python shows them
+    assert direct.stderr.splitlines()[-1] == "ValueError: boom"
     killed = script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", "killed.py")
     assert run(zygote_client.command(zygotes, PYTHON, [killed]), str(tmp_path)).returncode == -signal.SIGTERM
 
@@ -112,15 +118,103 @@ def test_a_run_dies_with_its_caller(zygotes, tmp_path):
         pytest.fail("the run %d outlived its caller" % child)
 
 
-def test_a_module_zygote_imports_nothing_of_ansible(zygotes, tmp_path):
+def test_a_module_zygote_gives_nothing_of_ansible_to_a_run_without_a_payload(zygotes, tmp_path):
     path = script(tmp_path, """\
         import sys
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("ansible", "ansible_collections")))
         print("kubernetes.client" in sys.modules, "zygote_client" in sys.modules)
+        import ansible.module_utils.basic as basic
+        print(basic.AnsibleModule.__init__.__code__.co_filename == basic.__file__)
         """)
     out = run(zygote_client.command(zygotes, PYTHON, [path]), str(tmp_path)).stdout.splitlines()
     assert out[0] == "[]"
     assert out[1] == "True False"   # the Kubernetes client preloaded; nothing of the kit
+    assert out[2] == "True"         # imported from its file here, not the zygote's held copy
+
+
+# A module that says where ansible's module_utils came from in its run.
+PROBE = textwrap.dedent("""\
+    import ansible.module_utils.basic as basic
+    from ansible.module_utils.basic import AnsibleModule
+
+
+    def main():
+        module = AnsibleModule(argument_spec={})
+        module.exit_json(compiled_from=basic.AnsibleModule.__init__.__code__.co_filename,
+                         file=basic.__file__.partition(".zip/")[2], probe=getattr(basic, "PROBE", None))
+
+
+    main()
+    """)
+
+
+@pytest.fixture(scope="module")
+def ansiballz(tmp_path_factory):
+    """The AnsiballZ script ansible-playbook makes for PROBE (kept with ANSIBLE_KEEP_REMOTE_FILES)."""
+    base = tmp_path_factory.mktemp("ansiballz")
+    (base / "library").mkdir()
+    (base / "library" / "probe.py").write_text(PROBE)
+    (base / "play.yml").write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - probe: {}\n")
+    env = {"HOME": str(base), "ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": str(base / "remote"),
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_PYTHON_INTERPRETER": PYTHON}
+    proc = run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml"], str(base), env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return glob.glob(str(base / "remote" / "*" / "AnsiballZ_probe.py"))[0]
+
+
+def with_payload(source, target, change):
+    """`source`, an AnsiballZ script, with its payload zip rewritten: change(name, data) -> data or None."""
+    text = open(source).read()
+    match = re.search(r"zip_data='([^']*)'", text)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(match.group(1)))) as old, zipfile.ZipFile(out, "w") as new:
+        for info in old.infolist():
+            data = change(info.filename, old.read(info))
+            if data is not None:
+                new.writestr(info, data)
+    with open(target, "w") as fh:
+        fh.write(text[:match.start(1)] + base64.b64encode(out.getvalue()).decode() + text[match.end(1):])
+    return target
+
+
+def probe(zygotes, tmp_path, path):
+    """(direct python's result, the zygote's result): the first run starts the zygote, the second is its child's."""
+    direct = run([PYTHON, path], str(tmp_path))
+    for _attempt in range(2):
+        zyg = run(zygote_client.command(zygotes, PYTHON, [path]), str(tmp_path))
+    assert len(sockets(zygotes)) == 1
+    return direct, zyg
+
+
+def test_a_run_gets_the_held_module_utils_when_its_payload_holds_the_same_files(zygotes, tmp_path, ansiballz):
+    direct, zyg = probe(zygotes, tmp_path, ansiballz)
+    assert direct.returncode == zyg.returncode == 0, direct.stdout + zyg.stdout
+    ran, held = json.loads(direct.stdout), json.loads(zyg.stdout)
+    assert ran["file"] == held["file"] == "ansible/module_utils/basic.py"      # the payload's, in both
+    assert ".zip/" in ran["compiled_from"]
+    assert held["compiled_from"].endswith("site-packages/ansible/module_utils/basic.py")   # held in the zygote
+
+
+def test_a_payload_with_another_copy_of_a_held_file_is_imported_from(zygotes, tmp_path, ansiballz):
+    path = with_payload(ansiballz, str(tmp_path / "AnsiballZ_changed.py"), lambda name, data: (
+        data + b"\nPROBE = 'changed'\n" if name == "ansible/module_utils/basic.py" else data))
+    direct, zyg = probe(zygotes, tmp_path, path)
+    assert direct.returncode == zyg.returncode == 0, direct.stdout + zyg.stdout
+    assert json.loads(direct.stdout)["probe"] == json.loads(zyg.stdout)["probe"] == "changed"
+    assert ".zip/" in json.loads(zyg.stdout)["compiled_from"]
+
+
+def test_a_payload_without_a_held_file_fails_as_python_fails(zygotes, tmp_path, ansiballz):
+    missing = "ansible/module_utils/common/warnings.py"
+    path = with_payload(ansiballz, str(tmp_path / "AnsiballZ_missing.py"),
+                        lambda name, data: None if name == missing else data)
+    direct, zyg = probe(zygotes, tmp_path, path)
+    assert direct.returncode == zyg.returncode == 1
+    assert "ImportError: cannot import name 'warnings' from 'ansible.module_utils.common'" in direct.stderr
+
+    def unique(text):   # each run writes its payload to a directory of its own
+        return re.sub(r"/ansible_probe_payload_[^/]+/", "/ansible_probe_payload_*/", text)
+    assert (unique(zyg.stdout), unique(zyg.stderr)) == (unique(direct.stdout), unique(direct.stderr))
 
 
 def test_off_runs_python_itself(zygotes, tmp_path):
