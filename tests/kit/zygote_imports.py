@@ -69,7 +69,7 @@ class PayloadImports:
         if spec is None:
             return
         site = os.path.dirname(spec.submodule_search_locations[0])
-        roots = [site] + collection_roots(site)
+        roots = collection_roots(site)
         for name, modules, deps in self.declared:
             try:
                 self.load(Group(name, deps), modules, site, roots)
@@ -206,7 +206,8 @@ def closure(groups, names):
 
 
 def collection_roots(site):
-    """Where ansible finds collections for these runs: ANSIBLE_COLLECTIONS_PATH, then site-packages."""
+    """Where ansible finds collections for these runs, in its order: ANSIBLE_COLLECTIONS_PATH, then
+    site-packages (which also holds ansible's own module_utils)."""
     configured = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS") or ""
     return [path for path in configured.split(os.pathsep) if path] + [site]
 

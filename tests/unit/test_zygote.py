@@ -19,8 +19,8 @@ import zipfile
 
 import pytest
 
-from kit import zygote_client
-from kit.paths import BIN
+from kit import zygote_client, zygote_imports
+from kit.paths import BIN, COLLECTIONS, REPO
 from kit.playbook import SHARED_CACHE_PLAYBOOK
 
 PYTHON = os.path.join(BIN, "python") if os.path.exists(os.path.join(BIN, "python")) else sys.executable
@@ -130,6 +130,13 @@ def test_a_module_zygote_gives_nothing_of_ansible_to_a_run_without_a_payload(zyg
     assert out[0] == "[]"
     assert out[1] == "True False"   # the Kubernetes client preloaded; nothing of the kit
     assert out[2] == "True"         # imported from its file here, not the zygote's held copy
+
+
+def test_every_group_a_module_zygote_declares_is_held_here():
+    code = ("import sys; sys.path.insert(0, %r); import zygote_imports; held = zygote_imports.PayloadImports(); "
+            "held.preload(); print(held.log, sorted(held.groups))" % os.path.dirname(zygote_client.__file__))
+    proc = run([PYTHON, "-c", code], REPO, {"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS})
+    assert proc.stdout.strip() == "[] %s" % sorted(name for name, _modules, _deps in zygote_imports.GROUPS), proc.stderr
 
 
 # A module that says where ansible's module_utils came from in its run.
