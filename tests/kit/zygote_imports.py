@@ -81,12 +81,13 @@ class PayloadImports:
         missing = [dep for dep in group.deps if dep not in self.groups]
         if missing:
             raise ImportError("needs %s" % ", ".join(missing))
-        beside = {name for dep in closure(self.groups, group.deps) for name in self.groups[dep].modules}
+        deps = [self.groups[dep] for dep in closure(self.groups, group.deps)]
+        beside = {name for dep in deps for name in dep.modules}
         before, meta_path, filters = set(sys.modules), list(sys.meta_path), list(warnings.filters)
-        for name in beside:
-            sys.modules[name] = self.owner[name].modules[name][0]
-        for dep in closure(self.groups, group.deps):
-            sys.meta_path.extend(self.groups[dep].meta_path)
+        for dep in deps:
+            for name, held in dep.modules.items():
+                sys.modules[name] = held[0]
+            sys.meta_path.extend(dep.meta_path)
         with_deps = list(sys.meta_path)
         stubs = payload_packages(site, roots)
         try:
@@ -155,8 +156,9 @@ class PayloadImports:
         for name, (_module, path, _crc, _size) in group.modules.items():
             package = name.rpartition(".")[0].replace(".", "/")
             spec = zipimport.zipimporter(os.path.join(archive, package)).find_spec(name)
+            source = os.path.join(archive, path)
             # the source, or the bytecode the kit's payloads carry beside it (kit/ansible_playbook.py)
-            if spec is None or spec.origin not in (os.path.join(archive, path), os.path.join(archive, path) + "c"):
+            if spec is None or spec.origin not in (source, source + "c"):
                 return None
             specs[name] = spec
         return specs
