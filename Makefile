@@ -12,9 +12,6 @@ VENV   ?= $(CURDIR)/.venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
-COMPILE    = $(BIN)/python -m compileall -q -j0 -x '/ansible_collections/' \
-	       "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null \
-	       || echo "note: compileall could not compile some installed files; Python compiles them when imported"
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 PYTEST_ARGS ?=
@@ -29,34 +26,20 @@ all: test
 
 venv: $(STAMP)
 
-# Two steps, so that `make demo` on a new machine installs only what it runs: the demo's packages
-# with helm/kubectl (downloaded at the same time), then the test tools on top for `make test`.
-# pip would byte-compile every file it installs, most of them in the ansible package's hundred
-# collections, which ansible's collection loader compiles from source anyway (24 of the install's
-# 35 s). So pip installs without, and compileall compiles the rest: it has to be done at install,
-# as a Python run with PYTHONDONTWRITEBYTECODE (set where this was measured) writes no bytecode: each
-# module process would compile the kubernetes client again. A file it cannot compile is not fatal
-# (pip's own compile step ignores those too).
-# The simulated cluster's schemas go to a directory of their own, not among the venv's packages: the
-# Kubernetes client imports kubernetes-validate wherever it can (and with it jsonschema), which cost
-# every module process of the tests 0.04 of its 0.38 CPU-s (simcluster/requirements.txt).
-$(DEMO_STAMP): requirements.txt tests/requirements-demo.txt simcluster/requirements.txt scripts/install_k8s_tools.py
-	$(VENV_PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python scripts/install_k8s_tools.py --dest $(BIN) & tools=$$!; \
-	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements-demo.txt && \
-	  $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check --upgrade \
-	    --target $(VENV)/simcluster-lib -r simcluster/requirements.txt; pip=$$?; \
-	  wait $$tools && [ $$pip -eq 0 ]
-	$(COMPILE)
+# `make demo` on a new machine installs only what it runs (tests/requirements-demo.txt); `make test`
+# installs the test tools with it in one pip run (tests/requirements.txt includes the demo's), or on
+# top of the demo's venv. scripts/venv.sh says how (downloads at the same time, one compile).
+VENV_INPUTS := requirements.txt tests/requirements-demo.txt simcluster/requirements.txt \
+	       scripts/install_k8s_tools.py scripts/venv.sh
+$(DEMO_STAMP): $(VENV_INPUTS)
+	VENV=$(VENV) scripts/venv.sh "$(VENV_PYTHON)" tests/requirements-demo.txt
 	touch $@
 
-$(STAMP): $(DEMO_STAMP) tests/requirements.txt
-	$(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r tests/requirements.txt
-	$(COMPILE)
-	touch $@
+$(STAMP): $(VENV_INPUTS) tests/requirements.txt
+	VENV=$(VENV) scripts/venv.sh "$(VENV_PYTHON)" tests/requirements.txt
+	touch $(DEMO_STAMP) $@
 
-build/collections: | $(DEMO_STAMP)
+build/collections:
 	mkdir -p build/collections/ansible_collections/skaffon
 	ln -sfn $(CURDIR) build/collections/ansible_collections/skaffon/gpu_platform
 
