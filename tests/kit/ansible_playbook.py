@@ -1,5 +1,6 @@
 """`ansible-playbook` as .venv/bin/ansible-playbook runs it, with two differences: the AnsiballZ
-payloads live as long as the test session instead of one run, and carry their bytecode.
+payloads live as long as the test session instead of one run, and carry their bytecode. A zygote
+(kit/zygote.py) also reads once, before it forks its runs, what every run reads the same way (warm()).
 
 ansible-playbook builds each module's payload (the module and its module_utils, zipped) once per
 run, in a cache under the run's private temporary directory, keyed by the module's name. The
@@ -68,6 +69,40 @@ def cache_bytecode():
         dump(dataclasses.replace(self, zip_data=with_bytecode(self.zip_data)), path)
 
     module_common._CachedModule.dump = dump_with_bytecode
+
+
+def memoize_collection_meta():
+    """The collection loader parses a collection's meta/runtime.yml as it imports the collection's
+    package, through a function ansible lets tools replace with a caching one (its content_id
+    argument is there for that). Keyed by the content as well as the collection: the same bytes give
+    the same routing."""
+    from ansible.utils.collection_loader import _collection_finder
+    parse, parsed = _collection_finder._meta_yml_to_dict, {}
+
+    def meta_yml_to_dict(yaml_string_data, content_id):
+        key = (content_id, yaml_string_data)
+        if key not in parsed:
+            parsed[key] = parse(yaml_string_data, content_id)
+        return parsed[key]
+
+    _collection_finder._meta_yml_to_dict = meta_yml_to_dict
+    return meta_yml_to_dict
+
+
+def warm():
+    """What every run reads the same way, for a zygote to read once before it forks the runs (each
+    run gets a copy of it; the zygote has the runs' environment and working directory, which is
+    all ansible's configuration reads): ansible.builtin's routing table (the 370 KB runtime.yml
+    the collection loader parses in every run) and the configuration definitions of ansible-core's
+    connection, shell, become and callback plugins (the playbook executor and the callback setup
+    load every one of them in every run, parsing each plugin's DOCUMENTATION; a run then finds
+    them defined). A run's own process: about 0.25 -> 0.12 CPU-s on a short play."""
+    import ansible
+    from ansible.plugins.loader import become_loader, callback_loader, connection_loader, shell_loader
+    with open(os.path.join(os.path.dirname(ansible.__file__), "config", "ansible_builtin_runtime.yml"), "rb") as fh:
+        memoize_collection_meta()(fh.read(), ("ansible.builtin", "runtime.yml"))
+    for loader in (connection_loader, shell_loader, become_loader, callback_loader):
+        list(loader.all(class_only=True))
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ class Zygote:
                 importlib.import_module(name)
             except ImportError:     # a library this venv lacks: its modules report it themselves
                 pass
-        if self.kind == "module":
+        if self.kind == "playbook":
+            self.playbook.warm()
+        else:
             import zygote_imports
             held = zygote_imports.PayloadImports()
             held.preload()

@@ -248,3 +248,39 @@ def test_playbook_runs_keep_their_own_local_temporary_directory(zygotes, tmp_pat
         assert "ok=1" in proc.stdout
     # the zygote's own directory; each run removed its own as it ended
     assert len(glob.glob(str(home / ".ansible" / "tmp" / "ansible-local-*"))) == 1
+
+
+def test_a_warmed_playbook_zygote_runs_print_what_ansible_playbook_prints(zygotes, tmp_path):
+    """A playbook zygote has read ansible-core's plugin settings before its runs (kit/ansible_playbook.py,
+    warm()): a run still takes the options its environment and ansible.cfg give the plugins, and
+    prints what ansible-playbook prints."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ncallback_result_format = yaml\n")
+    play = tmp_path / "play.yml"
+    play.write_text(textwrap.dedent("""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - ansible.builtin.debug: {msg: {nodes: [gpu-1, gpu-2]}}
+            - ansible.builtin.debug: {msg: never}
+              when: false
+            - ansible.builtin.command: {argv: [sh, -c, "echo out"]}
+              register: cmd
+              changed_when: false
+            - ansible.builtin.debug: {var: cmd.stdout_lines}
+            - ansible.builtin.fail: {msg: stopped}
+              ignore_errors: true
+        """))
+    cache = tmp_path / "ansiballz"
+    cache.mkdir()
+    args = ["-i", "localhost,", "-c", "local", str(play)]
+    env = {"HOME": str(home), "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_PYTHON_INTERPRETER": PYTHON,
+           "ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false", "ANSIBLE_NOCOLOR": "true"}
+    plain = run([os.path.join(BIN, "ansible-playbook")] + args, str(tmp_path), env)
+    zyg = run(zygote_client.command(zygotes, PYTHON, [SHARED_CACHE_PLAYBOOK, str(cache)] + args), str(tmp_path), env)
+    assert sockets(zygotes), "no zygote served the run"
+    assert (zyg.returncode, zyg.stdout) == (plain.returncode, plain.stdout)
+    assert "    msg:\n        nodes:\n        - gpu-1\n" in zyg.stdout, zyg.stdout      # the YAML result format
+    assert "never" not in zyg.stdout and "skipping" not in zyg.stdout, zyg.stdout
+    assert "    cmd.stdout_lines:\n    - out\n" in zyg.stdout and "ignored=1" in zyg.stdout, zyg.stdout
