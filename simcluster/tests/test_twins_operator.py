@@ -342,15 +342,33 @@ def test_validator_image_falls_back_to_the_operator_pods_env():
     """gpuv1.ImagePath: no repository/image/version in the policy -> VALIDATOR_IMAGE of the pod."""
     with TwinCluster("default.yaml", store="real") as c:
         c.install_operator(validator={})
-        dep = c.store.get("deployments.apps", "gpu-operator", "gpu-operator")
-        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
-        for e in env:
-            if e["name"] == "VALIDATOR_IMAGE":
-                e["value"] = "mirror.example:5000/nvidia/gpu-operator:v26.7.0"
-        c.store.update("deployments.apps", dep)
+
+        def mirror_validator(dep):
+            for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]:
+                if e["name"] == "VALIDATOR_IMAGE":
+                    e["value"] = "mirror.example:5000/nvidia/gpu-operator:v26.7.0"
+        # the deployment twin writes the Deployment's status meanwhile
+        c.edit("deployments.apps", "gpu-operator", "gpu-operator", mirror_validator)
         c.wait(lambda: (c.store.get("daemonsets.apps", "gpu-operator", "nvidia-operator-validator") or {})
                .get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("image")
                == "mirror.example:5000/nvidia/gpu-operator:v26.7.0")
+
+
+def test_edit_reads_again_when_the_object_changed_between_its_read_and_its_write():
+    """TwinCluster.edit: a write from an older resourceVersion is refused (409), as by the API
+    server; edit reads the object again and applies its change to what another writer left."""
+    with TwinCluster("default.yaml", store="real") as c:
+        c.namespace("team", {"a": "1"})
+        calls = []
+
+        def change(ns):
+            calls.append(ns["metadata"]["resourceVersion"])
+            if len(calls) == 1:     # another writer, between this read and its write
+                c.store.merge_patch("namespaces", None, "team", {"metadata": {"labels": {"b": "2"}}})
+            ns["metadata"]["labels"]["c"] = "3"
+        out = c.edit("namespaces", None, "team", change)
+        assert len(calls) == 2 and calls[0] != calls[1]
+        assert {k: v for k, v in out["metadata"]["labels"].items() if k in "abc"} == {"a": "1", "b": "2", "c": "3"}
 
 
 def test_operand_names_the_role_reads_are_the_operators():

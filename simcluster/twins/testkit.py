@@ -217,6 +217,20 @@ class TwinCluster:
             self.store.create("deployments.apps" if obj["kind"] == "Deployment" else "daemonsets.apps", obj)
         return self.store.create(CP, cluster_policy(**cp_over))
 
+    def edit(self, resource, namespace, name, change, attempts=5):
+        """Read the object, change(obj), write it back; read again on a conflict, as client-go's
+        retry.RetryOnConflict does: a twin may write the object (its status) between the read and
+        the write, and the store refuses a write from an older resourceVersion, as the API server does."""
+        for attempt in range(attempts):
+            obj = self.store.get(resource, namespace, name)
+            change(obj)
+            try:
+                return self.store.update(resource, obj)
+            except ApiError as err:
+                if err.code != 409 or attempt == attempts - 1:
+                    raise
+        return None
+
     def patch_policy(self, spec_patch):
         return self.store.merge_patch(CP, None, "cluster-policy", {"spec": spec_patch})
 
