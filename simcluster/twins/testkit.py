@@ -229,7 +229,6 @@ class TwinCluster:
             except ApiError as err:
                 if err.code != 409 or attempt == attempts - 1:
                     raise
-        return None
 
     def patch_policy(self, spec_patch):
         return self.store.merge_patch(CP, None, "cluster-policy", {"spec": spec_patch})

@@ -1,7 +1,8 @@
 """The kit's zygotes (kit/zygote.py): a run through one is what `python <script>` gives (streams,
 working directory, environment, exit status, an uncaught exception, a signal), each zygote serves
 one environment, a run dies with its caller, a module zygote gives a run ansible's module_utils only
-when its payload holds the same files, and a playbook run keeps its own local temporary directory."""
+when its payload holds the same files, a playbook run keeps its own local temporary directory, and a
+warmed playbook zygote's run prints what ansible-playbook prints."""
 import base64
 import glob
 import io
