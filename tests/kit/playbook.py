@@ -19,8 +19,8 @@ PYTHON = os.path.join(BIN, "python")
 
 
 def session_dirs(session):
-    """(payload cache, zygotes) of a session directory."""
-    return os.path.join(session, "ansiballz"), os.path.join(session, "zygotes")
+    """(payload cache, zygotes, ANSIBLE_HOME of the runs) of a session directory."""
+    return tuple(os.path.join(session, name) for name in ("ansiballz", "zygotes", "ansible-home"))
 
 
 def ansible_playbook():
@@ -28,7 +28,7 @@ def ansible_playbook():
     is a session."""
     session = os.environ.get(SESSION_ENV)
     if session:
-        cache, zygotes = session_dirs(session)
+        cache, zygotes, _home = session_dirs(session)
         return zygote_client.command(zygotes, PYTHON, [SHARED_CACHE_PLAYBOOK, cache])
     return [os.path.join(BIN, "ansible-playbook")]
 
@@ -158,6 +158,11 @@ def run_playbook(playbook, env, inventory=None, extra_vars=None, check=False, di
     if limit:
         cmd += ["--limit", limit]
     run_env = dict(env)
+    session = os.environ.get(SESSION_ENV)
+    if session:
+        # one ~/.ansible for the session's runs: the runs of every cluster (each with its own decoy
+        # HOME) then share their zygotes (kit/zygote_client.py, home_read_at_import)
+        run_env["ANSIBLE_HOME"] = session_dirs(session)[2]
     run_env.update(
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",

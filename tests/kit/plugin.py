@@ -54,9 +54,9 @@ def pytest_configure(config):
         # in /tmp whatever TMPDIR says: the zygotes' sockets are in it, and a socket's path has at
         # most 107 bytes
         config.test_session = tempfile.mkdtemp(prefix="gpu-platform-test-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        cache, zygotes = session_dirs(config.test_session)
-        os.mkdir(cache)
-        os.mkdir(zygotes)
+        for path in session_dirs(config.test_session):
+            os.mkdir(path)
+        zygotes = session_dirs(config.test_session)[1]
         zygote_client.write_interpreter(zygotes, PYTHON)
         os.environ[SESSION_ENV] = config.test_session
 

@@ -19,6 +19,12 @@ PLAYBOOK_SCRIPT = "ansible_playbook.py"      # the kit's ansible-playbook; any o
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
 # Set by the shell for each command; nothing reads them while importing.
 VOLATILE = ("_", "PWD", "OLDPWD", "SHLVL")
+# Read by the programs a run starts (helm), never by what a zygote imports: the simulated clusters
+# give each test file its own, and its runs still share the zygotes.
+RUN_TIME_ONLY = ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
+# Set by pytest and xdist for each test and worker (a cluster's environment keeps those of the test
+# that started it); nothing a zygote imports reads them.
+PYTEST_PREFIX = "PYTEST_"
 SPAWN_WAIT = 60.0       # a new zygote imports for a second or two, longer on a loaded machine
 ACK = b"A"
 OFF = "off"     # written by a zygote that cannot run here (its reason inside): every run exec's
@@ -29,11 +35,31 @@ def kind_of(script):
     return "playbook" if os.path.basename(script) == PLAYBOOK_SCRIPT else "module"
 
 
+def home_read_at_import(kind, env):
+    """Whether what a zygote of `kind` imports reads HOME. A module zygote's libraries expand `~`
+    only when a run calls them. ansible expands it in its configuration when it is imported: the
+    default of ANSIBLE_HOME (~/.ansible: the local temporary directory and the plugin paths are
+    below it), ~/.ansible.cfg (read when neither ANSIBLE_CONFIG nor the working directory names a
+    file), and any setting whose value names `~` or `$HOME`. The test kit gives ANSIBLE_HOME (one
+    per session) so that the playbook runs of every simulated cluster, each with its own decoy
+    HOME, share their zygotes."""
+    if kind != "playbook":
+        return False
+    ansible_home = env.get("ANSIBLE_HOME", "")
+    if not os.path.isabs(ansible_home):
+        return True
+    if os.path.exists(os.path.join(env.get("HOME", "~"), ".ansible.cfg")):
+        return True
+    return any("~" in value or "$" in value for name, value in env.items() if name.startswith("ANSIBLE_"))
+
+
 def key(kind, python, cwd, env):
     """The zygote's name: everything a run's imports may read (ansible reads its configuration
     from the environment and the working directory's ansible.cfg when it is imported)."""
     digest = hashlib.sha256()
-    parts = [kind, python, cwd] + sorted("%s=%s" % item for item in env.items() if item[0] not in VOLATILE)
+    unread = VOLATILE + RUN_TIME_ONLY + (() if home_read_at_import(kind, env) else ("HOME",))
+    parts = [kind, python, cwd] + sorted("%s=%s" % item for item in env.items()
+                                         if item[0] not in unread and not item[0].startswith(PYTEST_PREFIX))
     for part in parts:
         digest.update(os.fsencode(part) + b"\0")
     return "%s-%s" % (kind, digest.hexdigest()[:24])

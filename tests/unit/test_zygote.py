@@ -1,6 +1,7 @@
 """The kit's zygotes (kit/zygote.py): a run through one is what `python <script>` gives (streams,
 working directory, environment, exit status, an uncaught exception, a signal), each zygote serves
-one environment, a run dies with its caller, a module zygote gives a run ansible's module_utils only
+one environment (but for what no import reads: HOME where ansible is told ANSIBLE_HOME, helm's
+directories), a run dies with its caller, a module zygote gives a run ansible's module_utils only
 when its payload holds the same files, a playbook run keeps its own local temporary directory, and a
 warmed playbook zygote's run prints what ansible-playbook prints."""
 import base64
@@ -81,6 +82,64 @@ def test_each_environment_has_its_zygote_and_the_runs_are_its_children(zygotes, 
     other = run(cmd, str(tmp_path), {"ZYGOTE_TEST": "2"}).stdout
     assert other != first
     assert len(sockets(zygotes)) == 2
+
+
+def test_runs_that_differ_in_what_no_import_reads_share_a_zygote_and_see_their_own_values(zygotes, tmp_path):
+    """The simulated clusters give each test file its own HOME and helm directories: a module
+    zygote imports nothing that reads them, so the runs of every cluster share it; each run still
+    has its own values (the Kubernetes client finds ~/.kube/config in the run's HOME)."""
+    path = script(tmp_path, """\
+        import os
+        from kubernetes.config import kube_config
+        print(os.getppid(), os.path.expanduser(kube_config.KUBE_CONFIG_DEFAULT_LOCATION), os.environ["HELM_CACHE_HOME"])
+        """)
+    cmd = zygote_client.command(zygotes, PYTHON, [path])
+    outs = [run(cmd, str(tmp_path), {"HOME": str(tmp_path / name), "HELM_CACHE_HOME": str(tmp_path / name / "helm")})
+            .stdout.split() for name in ("a", "b")]
+    assert outs[0][1:] == [str(tmp_path / "a" / ".kube" / "config"), str(tmp_path / "a" / "helm")]
+    assert outs[1][1:] == [str(tmp_path / "b" / ".kube" / "config"), str(tmp_path / "b" / "helm")]
+    assert outs[0][0] == outs[1][0] and len(sockets(zygotes)) == 1
+
+
+def test_a_playbook_zygote_is_shared_across_homes_only_when_ansible_reads_none_of_them():
+    """ansible reads HOME at import for ANSIBLE_HOME's default, ~/.ansible.cfg and `~` or `$HOME`
+    in a setting: only runs that give ANSIBLE_HOME and none of those share a zygote across HOMEs."""
+    base = {"ANSIBLE_HOME": "/session/ansible-home", "PATH": "/bin", "HELM_DATA_HOME": "/a/helm"}
+
+    def key(kind="playbook", **env):
+        return zygote_client.key(kind, PYTHON, "/repo", dict(base, **env))
+
+    with tempfile.TemporaryDirectory() as home:
+        assert key(HOME="/a") == key(HOME="/b", HELM_DATA_HOME="/b/helm", PYTEST_CURRENT_TEST="t (call)")
+        assert key(HOME="/a", ANSIBLE_HOME="") != key(HOME="/b", ANSIBLE_HOME="")    # ~/.ansible
+        assert key(HOME="/a", ANSIBLE_HOME="~/x") != key(HOME="/b", ANSIBLE_HOME="~/x")
+        assert key(HOME="/a", ANSIBLE_ROLES_PATH="$HOME/roles") != key(HOME="/b", ANSIBLE_ROLES_PATH="$HOME/roles")
+        assert key(HOME="/a") != key(HOME="/a", ANSIBLE_ROLES_PATH="/roles")
+        with open(os.path.join(home, ".ansible.cfg"), "w") as fh:
+            fh.write("[defaults]\n")
+        assert key(HOME=home) != key(HOME="/b")
+        assert key("module", HOME=home, ANSIBLE_HOME="") == key("module", HOME="/b", ANSIBLE_HOME="")
+
+
+def test_playbook_runs_of_two_homes_share_a_zygote_with_ansible_home_given(zygotes, tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.debug: {msg: \"home={{ lookup('env', 'HOME') }}\"}\n")
+    cache = tmp_path / "ansiballz"
+    cache.mkdir()
+    ansible_home = tmp_path / "ansible-home"
+    cmd = zygote_client.command(zygotes, PYTHON, [SHARED_CACHE_PLAYBOOK, str(cache), "-i", "localhost,",
+                                                  "-c", "local", str(play)])
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        env = {"HOME": str(tmp_path / name), "ANSIBLE_HOME": str(ansible_home),
+               "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_PYTHON_INTERPRETER": PYTHON}
+        proc = run(cmd, str(tmp_path), env)
+        assert proc.returncode == 0 and "home=%s" % (tmp_path / name) in proc.stdout, proc.stdout + proc.stderr
+    assert len(sockets(zygotes)) == 1
+    # the zygote's own local temporary directory, below ANSIBLE_HOME; each run removed its own
+    assert len(glob.glob(str(ansible_home / "tmp" / "ansible-local-*"))) == 1
+    assert not os.path.exists(tmp_path / "a" / ".ansible") and not os.path.exists(tmp_path / "b" / ".ansible")
 
 
 def test_an_uncaught_exception_and_a_signal_end_the_run_as_in_python(zygotes, tmp_path):
