@@ -43,7 +43,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
@@ -180,7 +179,7 @@ class Zygote:
                 raise ValueError("an incomplete request")
             argv, cwd, env = decode_request(data)
             pid = os.fork()
-        except (OSError, ValueError, IndexError, TypeError, struct.error):
+        except (OSError, ValueError, IndexError, TypeError):
             for fd in fds:
                 os.close(fd)
             conn.close()        # before the acknowledgement: the caller runs it another way

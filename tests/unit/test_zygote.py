@@ -142,6 +142,17 @@ def test_playbook_runs_of_two_homes_share_a_zygote_with_ansible_home_given(zygot
     assert not os.path.exists(tmp_path / "a" / ".ansible") and not os.path.exists(tmp_path / "b" / ".ansible")
 
 
+def test_the_client_imports_only_modules_built_into_the_interpreter():
+    """The client starts some 1,900 times a suite: beside os, it imports only modules compiled into
+    the interpreter (no socket, hashlib or struct, whose imports cost more than the client's own
+    work)."""
+    code = ("import os, sys; before = set(sys.modules); sys.path.insert(0, %r); import zygote_client; "
+            "print(' '.join(sorted(set(sys.modules) - before)))" % os.path.dirname(zygote_client.__file__))
+    added = subprocess.run([PYTHON, "-S", "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "zygote_client" in added
+    assert [name for name in added if name != "zygote_client" and name not in sys.builtin_module_names] == []
+
+
 def test_an_uncaught_exception_and_a_signal_end_the_run_as_in_python(zygotes, tmp_path):
     raising = script(tmp_path, "raise ValueError('boom')\n", "raising.py")
     direct = run([PYTHON, raising], str(tmp_path))
