@@ -14,8 +14,10 @@ A module process imports its module_utils from the payload, a zip of sources: zi
 every imported file on every run (ansible.module_utils.basic and its helpers, kubernetes.core's
 and our module_utils: a sixth of a Kubernetes module run's CPU) and cannot write a cache. The payloads this
 session builds get each source's bytecode beside it, as a checked hash-based pyc: zipimport uses it
-only while it matches the source next to it, and otherwise compiles as before. Everything else
-(options, configuration, output, exit code) is ansible-playbook's own.
+only while it matches the source next to it, and otherwise compiles as before. The collection
+loader, which compiles the collections' Python at every import in the controller's processes, gets
+a bytecode cache too (kit/collection_bytecode.py). Everything else (options, configuration,
+output, exit code) is ansible-playbook's own.
 
     python tests/kit/ansible_playbook.py <session cache directory> <ansible-playbook arguments>
 """
@@ -27,6 +29,11 @@ import marshal
 import os
 import sys
 import zipfile
+
+try:
+    from . import collection_bytecode   # imported as kit.ansible_playbook (the unit tests)
+except ImportError:
+    import collection_bytecode          # the script, or a zygote's import: the kit's directory on sys.path
 
 if __name__ == "__main__":
     del sys.path[0]     # this script's directory, the test kit: nothing ansible-playbook should import
@@ -42,6 +49,7 @@ PAYLOAD_PREFIX = "<ansiballz payload>/"   # a traceback's file names; keeps ansi
 def share_payload_cache(session_cache):
     # ansible's own lookup path; its lock and atomic rename already serve concurrent builders
     os.symlink(session_cache, os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache"))
+    collection_bytecode.cache(os.path.join(os.path.dirname(session_cache), "collection-bytecode"))
 
 
 def with_bytecode(zip_data):

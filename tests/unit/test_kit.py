@@ -1,9 +1,12 @@
 """The test kit's own promises: `needs_shared` tests are skipped without ../shared, a chart is
 rendered once per chart, values and helm binary in a session, each caller getting its own copy, and
-the module payloads' bytecode runs only while it matches the source beside it."""
+the module payloads' bytecode runs only while it matches the source beside it, and the collection
+loader's cached bytecode only for the source it was compiled from."""
 import base64
 import io
+import os
 import subprocess
+import sys
 import zipfile
 import zipimport
 
@@ -111,3 +114,37 @@ def test_payload_bytecode_of_another_source_is_not_run(tmp_path):
     namespace = {}
     exec(zipimport.zipimporter(str(archive)).get_code("mod"), namespace)
     assert namespace["VALUE"] == 2
+
+
+COLLECTION_IMPORT = """
+import importlib, sys
+sys.path.insert(0, sys.argv[3])
+import collection_bytecode
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+_AnsibleCollectionFinder([sys.argv[1]])._install()
+collection_bytecode.cache(sys.argv[2])
+module = importlib.import_module("ansible_collections.ns.col.plugins.module_utils.answer")
+print(module.ANSWER, module.where.__code__.co_filename == module.__file__)
+"""
+
+
+def test_the_collection_loaders_bytecode_is_kept_per_source(tmp_path):
+    """A collection module imported in two processes is compiled once; its code names its own file;
+    a changed source is compiled again, never given the old code."""
+    source = tmp_path / "collections" / "ansible_collections" / "ns" / "col" / "plugins" / "module_utils" / "answer.py"
+    source.parent.mkdir(parents=True)
+    cache = tmp_path / "bytecode"
+
+    def imported():
+        return subprocess.run([sys.executable, "-c", COLLECTION_IMPORT, str(tmp_path / "collections"), str(cache),
+                               os.path.dirname(ansible_playbook.__file__)],
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    source.write_text("ANSWER = 42\ndef where():\n    pass\n")
+    assert imported() == ["42", "True"]
+    kept = sorted(os.listdir(cache))
+    assert len(kept) == 1
+    assert imported() == ["42", "True"] and sorted(os.listdir(cache)) == kept
+    source.write_text("ANSWER = 43\ndef where():\n    pass\n")
+    assert imported() == ["43", "True"]
+    assert len(os.listdir(cache)) == 2
