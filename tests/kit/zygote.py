@@ -13,8 +13,8 @@ What a zygote imports, and what it does not:
   and ansible-core's executor. ansible reads its configuration from the environment and the working
   directory when it is imported, so a zygote serves one working directory and one environment only:
   its name is a digest of both, and a run with another environment gets a zygote of its own. Left
-  out of the digest is what neither kind's imports read (zygote_client.key): helm's directories,
-  and HOME for a module zygote, and for a playbook zygote when ansible is given ANSIBLE_HOME and
+  out of the digest is what neither kind's imports read (zygote_client.key): the variables pytest
+  sets per test and worker, helm's directories, and HOME for a module zygote, and for a playbook zygote when ansible is given ANSIBLE_HOME and
   nothing else that makes it read HOME. The kit gives one ANSIBLE_HOME per session, so the runs of
   every simulated cluster, each with its own decoy HOME and helm directories, share two zygotes
   instead of starting two of their own (about 0.7 CPU-s a cluster). Each child gets its own local
