@@ -8,8 +8,9 @@ itself: a zygote that does not start in time, an invocation that is not `python 
 
 It runs some 1,900 times a suite, so it starts without site (`-S`) and imports only `os` and
 modules built into the interpreter: `_socket` rather than `socket` (which imports enum and
-selectors), `_sha256` rather than `hashlib` (which loads OpenSSL), no `struct`. `command()` imports it from its bytecode rather than running this file as a script
-(which python compiles at every start). A client costs about 9 ms instead of 21.
+selectors), `_sha256` rather than `hashlib` (which loads OpenSSL), no `struct`. `command()`
+imports it from its bytecode rather than running this file as a script (which python compiles at
+every start). A client costs about 9 ms instead of 21.
 """
 import os
 import sys
