@@ -13,12 +13,11 @@ import os
 
 
 def cache(directory):
-    """Have the collection loader keep the code it compiles in `directory` (made if missing)."""
+    """Have the collection loader keep the code it compiles in `directory` (made if missing); once
+    per process (a playbook run, as it starts)."""
     from ansible.utils.collection_loader import _collection_finder
     loader = _collection_finder._AnsibleCollectionPkgLoaderBase
     get_code = loader.get_code
-    if getattr(get_code, "kit_cache", None) == directory:
-        return
     os.makedirs(directory, exist_ok=True)
 
     def get_code_through_cache(self, fullname):
@@ -45,5 +44,4 @@ def cache(directory):
                 pass
         return self._compiled_code
 
-    get_code_through_cache.kit_cache = directory
     loader.get_code = get_code_through_cache

@@ -54,10 +54,10 @@ def pytest_configure(config):
         # in /tmp whatever TMPDIR says: the zygotes' sockets are in it, and a socket's path has at
         # most 107 bytes
         config.test_session = tempfile.mkdtemp(prefix="gpu-platform-test-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        for path in session_dirs(config.test_session):
+        dirs = session_dirs(config.test_session)
+        for path in dirs:
             os.mkdir(path)
-        zygotes = session_dirs(config.test_session)[1]
-        zygote_client.write_interpreter(zygotes, PYTHON)
+        zygote_client.write_interpreter(dirs[1], PYTHON)
         os.environ[SESSION_ENV] = config.test_session
 
 

@@ -75,7 +75,8 @@ def home_read_at_import(kind, env):
     ansible_home = env.get("ANSIBLE_HOME", "")
     if not os.path.isabs(ansible_home):
         return True
-    if os.path.exists(os.path.join(env.get("HOME", "~"), ".ansible.cfg")):
+    home = env.get("HOME")
+    if home is None or os.path.exists(os.path.join(home, ".ansible.cfg")):     # without HOME: the passwd entry's
         return True
     return any("~" in value or "$" in value for name, value in env.items() if name.startswith("ANSIBLE_"))
 
